@@ -1,0 +1,161 @@
+/* alloc.c — the allocation API. The fast path of fg_malloc for sizes up to 1 KiB is one
+ * TLS load, one table load, a pop from the page's free list and a counter increment; every
+ * other case is a named slow path below it. Semantics follow glibc (see RELIABILITY.md). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+
+static inline void *page_pop(fg_page_t *page) {
+  fg_block_t *b = page->free;
+  page->free = _fg_decode(page, b->next);
+  b->next = 0; /* a fresh block must not look freed to the double-free check */
+  page->used++;
+  return b;
+}
+
+static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
+  if (fg_likely(size <= FG_CLASS_MAX)) {
+    fg_page_t *page = heap->queues[_fg_class_of(size)].first;
+    if (fg_likely(page != NULL && page->free != NULL)) return page_pop(page);
+    return _fg_heap_alloc_slow(heap, size);
+  }
+  return _fg_large_alloc(size, 0, false);
+}
+
+fg_export void *fg_malloc(size_t size) {
+  fg_heap_t *heap = _fg_heap();
+  if (fg_likely(size <= FG_DIRECT_MAX)) {
+    fg_page_t *page = heap->direct[(size + 7) >> 3];
+    if (fg_likely(page->free != NULL)) return page_pop(page);
+    return _fg_heap_alloc_slow(heap, size);
+  }
+  return malloc_generic(heap, size);
+}
+
+fg_export void *fg_calloc(size_t count, size_t size) {
+  size_t total;
+  if (fg_unlikely(__builtin_mul_overflow(count, size, &total))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total > FG_CLASS_MAX) return _fg_large_alloc(total, 0, true);
+  void *p = fg_malloc(total);
+  if (p != NULL) memset(p, 0, total);
+  return p;
+}
+
+/* Bytes usable from p to the end of its block (p may be an aligned interior pointer). */
+static size_t usable_from(fg_page_t *page, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  return page->block_size - off % page->block_size;
+}
+
+fg_export void *fg_realloc(void *p, size_t size) {
+  if (p == NULL) return fg_malloc(size);
+  if (size == 0) { /* glibc: free and return NULL, errno untouched */
+    fg_free(p);
+    return NULL;
+  }
+  fg_segment_t *s;
+  fg_page_t *page = _fg_checked_page(p, &s, "realloc");
+  size_t usable;
+  if (page == NULL) { /* a large block */
+    if (size > FG_CLASS_MAX / 2) {
+      void *q = _fg_large_realloc(s, p, size);
+      if (q != NULL) return q;
+    }
+    usable = _fg_large_usable(s, p);
+  } else {
+    usable = usable_from(page, p);
+    if (size <= usable && size >= usable / 2) return p; /* shrinking by less than half: stay */
+  }
+  if (size > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *q = fg_malloc(size);
+  if (q == NULL) return NULL; /* p stays valid and intact */
+  memcpy(q, p, usable < size ? usable : size);
+  fg_free(p);
+  return q;
+}
+
+fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return fg_realloc(p, total);
+}
+
+/* ---- aligned allocation ------------------------------------------------------------------- */
+
+/* `align` is a power of two. Small alignments come free from the size classes: blocks start
+ * at page starts aligned to 64 and step by the class size. Others over-allocate within a
+ * class and mark the page so free() maps the interior pointer back to its block; the rest
+ * are large blocks, whose mapping is segment-aligned. */
+static void *malloc_aligned(size_t align, size_t size) {
+  if (align <= 8) return fg_malloc(size);
+  if (size > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (align <= 64) {
+    size_t n = fg_align_up(size == 0 ? 1 : size, align);
+    if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) return fg_malloc(n);
+  }
+  if (align <= FG_OS_PAGE && size + align <= FG_CLASS_MAX) {
+    uint8_t *p = fg_malloc(size + align - 8);
+    if (p == NULL) return NULL;
+    uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
+    if (q != p) _fg_page_of(_fg_segment_of(p), p)->has_aligned = 1;
+    return q;
+  }
+  if (align > FG_LARGE_ALIGN_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return _fg_large_alloc(size, align, false);
+}
+
+fg_export void *fg_aligned_alloc(size_t align, size_t size) {
+  if (!fg_is_pow2(align)) { /* glibc >= 2.38: alignment 0 or not a power of two */
+    errno = EINVAL;
+    return NULL;
+  }
+  return malloc_aligned(align, size);
+}
+
+fg_export void *fg_memalign(size_t align, size_t size) {
+  if (align > ((size_t)1 << 62)) { /* absurd: cannot be rounded to a power of two */
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align < 8) align = 8;
+  if (!fg_is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* round up */
+  return malloc_aligned(align, size);
+}
+
+fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || !fg_is_pow2(align)) return EINVAL;
+  int saved = errno;
+  void *p = malloc_aligned(align, size);
+  if (p == NULL) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+fg_export void *fg_valloc(size_t size) { return malloc_aligned(FG_OS_PAGE, size); }
+
+fg_export void *fg_pvalloc(size_t size) {
+  if (size > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return malloc_aligned(FG_OS_PAGE, fg_align_up(size == 0 ? 1 : size, FG_OS_PAGE));
+}

@@ -1,0 +1,172 @@
+/* free.c — freeing, and the checks that catch heap misuse by default. A pointer is frugal's
+ * if the segment map has its segment (one bit test); it is a block start if its offset in
+ * the page is a multiple of the block size (a multiply by the page's reciprocal, not a
+ * divide); it is live unless its first word decodes to a free-list link of its own segment,
+ * in which case the page's lists are walked to be sure. The fast path pays a few
+ * instructions for all of this; everything that fails a check goes to a cold path that
+ * names the misuse and aborts. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+
+/* A freed block's first word, decoded, is NULL or a block of the same segment. Live data
+ * almost never looks like that, and a fresh block has it zeroed (see page_pop). */
+static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) {
+  uintptr_t link = b->next ^ page->key;
+  return ((link ^ (uintptr_t)b) < FG_SEGMENT_SIZE) | (link == 0);
+}
+
+/* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
+ * inside a block of a page that hands those out) and the block must not be free. */
+static fg_noinline fg_block_t *block_checked(fg_page_t *page, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  size_t idx = off / page->block_size;
+  if ((const uint8_t *)p < page->start || idx >= page->capacity) _fg_misuse("invalid pointer", p);
+  fg_block_t *b = (fg_block_t *)(page->start + idx * page->block_size);
+  if ((const void *)b != p && !page->has_aligned) _fg_misuse("invalid pointer", p);
+  if (looks_freed(page, b) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
+  return b;
+}
+
+fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op) {
+  (void)op;
+  fg_segment_t *s = _fg_segment_of(p);
+  if (!_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret))
+    _fg_misuse("not a frugal pointer", p);
+  *seg = s;
+  if (s->kind == FG_SEG_LARGE) return NULL;
+  fg_page_t *page = _fg_page_of(s, p);
+  if (page->heap == NULL) _fg_misuse("double free", p); /* its page was released */
+  block_checked(page, p);
+  return page;
+}
+
+/* Sized frees check the size (policy, see README): it cannot be bigger than the block, nor
+ * less than half of it (realloc keeps a block that shrinks by less than half). */
+static inline bool wrong_size(size_t size, size_t usable) {
+  return size > usable || size * 2 + 16 < usable;
+}
+
+/* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
+ * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
+ * puts the page back in service. Never a lock. */
+static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool sized,
+                                    size_t size) {
+  if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
+  if (s->kind == FG_SEG_LARGE) {
+    if (sized && wrong_size(size, _fg_large_usable(s, p))) _fg_misuse("wrong size in sized free", p);
+    _fg_large_free(s, p);
+    return;
+  }
+  fg_heap_t *heap = page->heap;
+  if (heap == NULL) _fg_misuse("double free", p);
+  fg_block_t *b = block_checked(page, p);
+  if (sized && wrong_size(size, page->block_size)) _fg_misuse("wrong size in sized free", p);
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  for (;;) {
+    if (tf == FG_TF_FULL) {
+      if (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, 0,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        continue;
+      fg_block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
+      do {
+        b->next = (uintptr_t)head ^ heap->key;
+      } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b,
+                                                      memory_order_release, memory_order_relaxed));
+      return;
+    }
+    b->next = _fg_encode(page, (void *)(tf & ~FG_TF_FULL));
+    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b,
+                                              memory_order_release, memory_order_relaxed))
+      return;
+  }
+}
+
+static fg_noinline fg_cold void free_foreign(const void *p) {
+  _fg_misuse("not a frugal pointer", p);
+}
+
+static inline void push_local(fg_page_t *page, fg_block_t *b) {
+  b->next = _fg_encode(page, page->local_free);
+  page->local_free = b;
+  if (fg_unlikely(--page->used == 0))
+    _fg_heap_page_retire(page);
+  else if (fg_unlikely(page->in_full))
+    _fg_heap_page_unfull(page);
+}
+
+/* Local free of a block whose checks failed on the fast path: aligned interior pointers
+ * land here legitimately; misuse aborts in block_checked. */
+static fg_noinline void free_local_checked(fg_page_t *page, void *p) {
+  push_local(page, block_checked(page, p));
+}
+
+static fg_noinline fg_cold void free_wrong_size(const void *p) {
+  _fg_misuse("wrong size in sized free", p);
+}
+
+static inline void free_impl(void *p, bool sized, size_t size) {
+  if (fg_unlikely(p == NULL)) return;
+  fg_segment_t *s = _fg_segment_of(p);
+  if (fg_unlikely(!_fg_segmap_contains(s))) free_foreign(p);
+  fg_page_t *page = _fg_page_of(s, p);
+  if (fg_unlikely(page->heap != _fg_heap())) {
+    free_remote(s, page, p, sized, size);
+    return;
+  }
+  /* Block start: the multiply is exact for every true multiple of the block size (the
+   * error term stays below 1 for offsets < 2^32), so only non-starts fail it. */
+  size_t off = (size_t)((uint8_t *)p - page->start);
+  size_t idx = (size_t)((off * page->recip) >> 32);
+  if (fg_unlikely((idx * page->block_size != off) | (idx >= page->capacity) |
+                  looks_freed(page, p))) {
+    free_local_checked(page, p);
+    return;
+  }
+  if (sized && fg_unlikely(wrong_size(size, page->block_size))) free_wrong_size(p);
+  push_local(page, p);
+}
+
+fg_export void fg_free(void *p) { free_impl(p, false, 0); }
+
+fg_export void fg_free_sized(void *p, size_t size) { free_impl(p, true, size); }
+
+fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align;
+  if (p == NULL) return;
+  if (size > fg_usable_size(p)) _fg_misuse("wrong size in sized free", p);
+  fg_free(p);
+}
+
+fg_export size_t fg_usable_size(const void *p) {
+  if (p == NULL) return 0;
+  fg_segment_t *s;
+  fg_page_t *page = _fg_checked_page(p, &s, "usable_size");
+  if (page == NULL) return _fg_large_usable(s, p);
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  return page->block_size - off % page->block_size;
+}
+
+fg_export bool fg_is_owned(const void *p) {
+  fg_segment_t *s = _fg_segment_of(p);
+  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret))
+    return false;
+  if (s->kind == FG_SEG_LARGE)
+    return (const uint8_t *)p == (uint8_t *)s + s->large_offset &&
+           atomic_load(&s->large_state) == FG_LARGE_LIVE;
+  fg_page_t *page = _fg_page_of(s, p);
+  if (page->heap == NULL || (const uint8_t *)p < page->start) return false;
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  if (off % page->block_size != 0 || off / page->block_size >= page->capacity) return false;
+  return !(looks_freed(page, p) && _fg_page_holds_free(page, p));
+}
+
+fg_export void fg_collect(bool force) {
+  fg_heap_t *heap = _fg_heap();
+  if (heap != &_fg_heap_empty) _fg_heap_collect(heap, force);
+  _fg_heaps_collect_abandoned(force);
+  uint64_t now = _fg_clock_ms();
+  _fg_segment_cache_collect(now, force);
+  _fg_large_cache_collect(now, force);
+}

@@ -1,0 +1,283 @@
+/* heap.c — thread heaps. Each thread allocates from its own heap, reached through one TLS
+ * pointer, so malloc and a local free take no lock and no atomic. A thread that has not
+ * allocated yet points at the static empty heap, whose direct table leads every size to a
+ * page with no free block: the first malloc falls into the slow path, which sets the heap
+ * up, so the fast path never tests for initialisation.
+ * Heap structs are never unmapped: an exited thread's heap is *abandoned* with all its
+ * pages, and a new thread adopts it whole; meanwhile decay passes of the live threads (and
+ * fg_collect) collect it, so nothing is lost on thread churn and other threads' frees into
+ * it are never stranded. That also makes a page's heap pointer safe to follow at any time. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+fg_page_t _fg_page_empty;
+fg_heap_t _fg_heap_empty = {.direct = {[0 ... FG_DIRECT_COUNT - 1] = &_fg_page_empty}};
+__thread fg_heap_t *_fg_heap_tls __attribute__((tls_model("initial-exec"))) = &_fg_heap_empty;
+
+static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static fg_heap_t *heaps_all, *heaps_abandoned;
+static uint8_t *heap_chunk;
+static size_t heap_chunk_left;
+static pthread_key_t heap_key;
+static pthread_once_t heap_key_once = PTHREAD_ONCE_INIT;
+
+static void make_key(void) { pthread_key_create(&heap_key, _fg_heap_thread_done); }
+
+/* Heap structs come from a chunk of their own, carved under heaps_lock; never given back. */
+static fg_heap_t *heap_new_locked(void) {
+  size_t size = fg_align_up(sizeof(fg_heap_t), 64);
+  if (heap_chunk_left < size) {
+    heap_chunk = _fg_os_alloc_aligned(64 * size, FG_OS_PAGE);
+    if (heap_chunk == NULL) return NULL;
+    heap_chunk_left = 64 * size;
+  }
+  fg_heap_t *heap = (fg_heap_t *)heap_chunk;
+  heap_chunk += size;
+  heap_chunk_left -= size;
+  for (size_t i = 0; i < FG_DIRECT_COUNT; i++) heap->direct[i] = &_fg_page_empty;
+  heap->key = _fg_secret ^ ((uintptr_t)heap * 0xbf58476d1ce4e5b9u);
+  heap->next_all = heaps_all;
+  heaps_all = heap;
+  return heap;
+}
+
+fg_heap_t *_fg_heap_init_thread(void) {
+  _fg_process_init();
+  pthread_once(&heap_key_once, make_key);
+  pthread_mutex_lock(&heaps_lock);
+  fg_heap_t *heap = heaps_abandoned;
+  if (heap != NULL)
+    heaps_abandoned = heap->next_abandoned;
+  else
+    heap = heap_new_locked();
+  if (heap != NULL) heap->owned = true;
+  pthread_mutex_unlock(&heaps_lock);
+  if (heap == NULL) return NULL;
+  heap->decay_at = _fg_clock_ms() + (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  _fg_heap_tls = heap;
+  pthread_setspecific(heap_key, heap);
+  return heap;
+}
+
+static void abandon(fg_heap_t *heap) {
+  heap->owned = false;
+  heap->next_abandoned = heaps_abandoned;
+  heaps_abandoned = heap;
+}
+
+/* Thread exit (pthread key destructor): give back what is free, then abandon the heap.
+ * A later free from this thread (another TLS destructor) goes the remote way; a later
+ * malloc adopts a heap again and re-arms this destructor. */
+void _fg_heap_thread_done(void *arg) {
+  fg_heap_t *heap = arg;
+  if (heap == NULL || heap == &_fg_heap_empty) return;
+  _fg_heap_collect(heap, false);
+  _fg_heap_tls = &_fg_heap_empty;
+  pthread_mutex_lock(&heaps_lock);
+  abandon(heap);
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+/* ---- moving pages between queues ----------------------------------------------------------- */
+
+/* A page with no free block goes to the full list, so the allocation path never walks it
+ * again; the full bit in its thread-free word makes the next remote free wake it up. */
+static bool page_to_full(fg_heap_t *heap, fg_page_t *page) {
+  uintptr_t expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&page->xthread_free, &expected, FG_TF_FULL,
+                                               memory_order_acq_rel, memory_order_acquire))
+    return false; /* blocks came back meanwhile */
+  _fg_queue_remove(heap, &heap->queues[page->class_idx], page);
+  _fg_queue_push_back(heap, &heap->full, page);
+  page->in_full = 1;
+  return true;
+}
+
+void _fg_heap_page_unfull(fg_page_t *page) {
+  fg_heap_t *heap = page->heap;
+  atomic_fetch_and_explicit(&page->xthread_free, ~FG_TF_FULL, memory_order_acq_rel);
+  page->in_full = 0;
+  _fg_queue_remove(heap, &heap->full, page);
+  _fg_queue_push_back(heap, &heap->queues[page->class_idx], page);
+}
+
+static void page_release(fg_heap_t *heap, fg_page_t *page, bool purge_now) {
+  _fg_queue_remove(heap, page->in_full ? &heap->full : &heap->queues[page->class_idx], page);
+  page->in_full = 0;
+  _fg_segment_page_free(page, purge_now);
+}
+
+/* The owner freed the last block of a page. The only page of its class stays (a loop that
+ * allocates and frees one block must not map and unmap a page each time); the decay pass
+ * returns it when it stays unused. Any other empty page goes back to its segment. */
+void _fg_heap_page_retire(fg_page_t *page) {
+  fg_heap_t *heap = page->heap;
+  if (page->in_full) _fg_heap_page_unfull(page);
+  fg_page_queue_t *q = &heap->queues[page->class_idx];
+  if (!(q->first == page && page->next == NULL)) page_release(heap, page, false);
+  _fg_heap_tick(heap);
+}
+
+/* Blocks other threads freed into full pages: each is freed here as if by the owner. */
+static void free_delayed(fg_heap_t *heap) {
+  fg_block_t *b = atomic_exchange_explicit(&heap->delayed_free, NULL, memory_order_acquire);
+  while (b != NULL) {
+    fg_block_t *next = (fg_block_t *)(b->next ^ heap->key);
+    fg_page_t *page = _fg_page_of(_fg_segment_of(b), b);
+    b->next = _fg_encode(page, page->local_free);
+    page->local_free = b;
+    if (--page->used == 0)
+      _fg_heap_page_retire(page);
+    else if (page->in_full)
+      _fg_heap_page_unfull(page);
+    b = next;
+  }
+}
+
+/* ---- allocation slow path ------------------------------------------------------------------- */
+
+static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
+  fg_page_t *page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
+  if (page == NULL) {
+    _fg_heap_collect(heap, true); /* out of memory: return everything cached, try again */
+    _fg_heaps_collect_abandoned(true);
+    _fg_segment_cache_collect(0, true);
+    _fg_large_cache_collect(0, true);
+    page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
+    if (page == NULL) return NULL;
+  }
+  _fg_page_init(page, heap, c);
+  _fg_page_extend(page);
+  _fg_queue_push_front(heap, &heap->queues[c], page);
+  return page;
+}
+
+/* A page of class c with a free block: the queue's pages in order, gathering their frees
+ * and moving the exhausted ones to the full list, else a fresh page. */
+static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
+  if (atomic_load_explicit(&heap->delayed_free, memory_order_relaxed) != NULL) free_delayed(heap);
+  fg_page_queue_t *q = &heap->queues[c];
+  fg_page_t *page = q->first;
+  while (page != NULL) {
+    fg_page_t *next = page->next;
+    _fg_page_collect(page);
+    if (page->free != NULL || _fg_page_extend(page)) {
+      if (page != q->first) {
+        _fg_queue_remove(heap, q, page);
+        _fg_queue_push_front(heap, q, page);
+      }
+      return page;
+    }
+    if (!page_to_full(heap, page)) {
+      _fg_page_collect(page);
+      if (page->free != NULL) return page; /* it stays where it is: fine */
+    }
+    page = next;
+  }
+  _fg_heap_tick(heap);
+  return page_fresh(heap, c);
+}
+
+void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
+  if (fg_unlikely(heap == &_fg_heap_empty)) {
+    heap = _fg_heap_init_thread();
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  fg_page_t *page = page_find(heap, _fg_class_of(size));
+  if (fg_unlikely(page == NULL)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  fg_block_t *b = page->free;
+  page->free = _fg_decode(page, b->next);
+  b->next = 0;
+  page->used++;
+  return b;
+}
+
+/* ---- decay and collection -------------------------------------------------------------------- */
+
+/* Walk every page of a heap: gather remote frees, release empty pages. A lone empty page
+ * of a class is released once it has been seen empty for the decay time (owned heaps), or
+ * at once (forced, or nobody owns the heap). Then purge free slots past the decay time. */
+void _fg_heap_collect(fg_heap_t *heap, bool force) {
+  uint64_t now = _fg_clock_ms(), decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  heap->decay_at = UINT64_MAX; /* the frees below tick: no pass inside this one */
+  free_delayed(heap);
+  for (fg_page_t *page = heap->full.first, *next; page != NULL; page = next) {
+    next = page->next;
+    _fg_page_collect(page);
+    if (page->free != NULL) _fg_heap_page_unfull(page);
+  }
+  for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
+    fg_page_queue_t *q = &heap->queues[c];
+    for (fg_page_t *page = q->first, *next; page != NULL; page = next) {
+      next = page->next;
+      _fg_page_collect(page);
+      if (page->used != 0) {
+        page->freed_at = 0;
+        continue;
+      }
+      bool lone = q->first == page && next == NULL;
+      if (lone && heap->owned && !force) {
+        if (page->freed_at == 0) page->freed_at = now;
+        if (page->freed_at + decay > now) continue;
+      }
+      page_release(heap, page, force);
+    }
+  }
+  _fg_segment_purge_expired(heap, now, force);
+  heap->decay_at = now + (decay / 4 > 0 ? decay / 4 : 1);
+}
+
+/* Abandoned heaps are collected by whoever holds heaps_lock; a decay pass only tries it. */
+static void collect_abandoned_locked(bool force) {
+  for (fg_heap_t *heap = heaps_abandoned; heap != NULL; heap = heap->next_abandoned)
+    _fg_heap_collect(heap, force);
+}
+
+void _fg_heaps_collect_abandoned(bool force) {
+  pthread_mutex_lock(&heaps_lock);
+  collect_abandoned_locked(force);
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+/* Slow-path heartbeat: the clock is read every 16th event, and the decay pass runs when due.
+ * This is how memory returns to the OS without a background thread, in a program that
+ * still calls malloc/free now and then. */
+void _fg_heap_tick(fg_heap_t *heap) {
+  if (++heap->ticks < 16) return;
+  heap->ticks = 0;
+  uint64_t now = _fg_clock_ms();
+  if (now < heap->decay_at) return;
+  _fg_heap_collect(heap, false);
+  if (pthread_mutex_trylock(&heaps_lock) == 0) {
+    collect_abandoned_locked(false);
+    pthread_mutex_unlock(&heaps_lock);
+  }
+  _fg_segment_cache_collect(now, false);
+  _fg_large_cache_collect(now, false);
+}
+
+/* ---- fork ------------------------------------------------------------------------------------- */
+
+void _fg_heaps_lock(void) { pthread_mutex_lock(&heaps_lock); }
+
+void _fg_heaps_unlock(bool child) {
+  if (!child) {
+    pthread_mutex_unlock(&heaps_lock);
+    return;
+  }
+  pthread_mutex_init(&heaps_lock, NULL);
+  /* Only the forking thread lives on in the child: the other threads' heaps are abandoned,
+   * so their memory is collected and reused rather than stranded. */
+  fg_heap_t *self = _fg_heap_tls;
+  for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
+    if (heap->owned && heap != self) abandon(heap);
+}

@@ -1,0 +1,90 @@
+/* init.c — process and thread events: the first-use bootstrap (which may run before any
+ * constructor, from a dlsym or another library's constructor, so it allocates nothing and
+ * takes no lock that malloc could need), the fork handlers that keep every lock consistent
+ * in the child, and the one place that prints misuse and aborts. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+uintptr_t _fg_secret;
+static _Atomic int init_state; /* 0: not started, 1: running, 2: done */
+
+void _fg_write_stderr(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(2, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+void _fg_warning(const char *msg, const char *detail) {
+  char line[512];
+  size_t n = 0;
+  for (const char *parts[] = {"frugal: warning: ", msg, detail, NULL}, **q = parts; *q; q++)
+    for (const char *c = *q; *c && n < sizeof line - 2; c++) line[n++] = *c;
+  line[n++] = '\n';
+  line[n] = '\0';
+  _fg_write_stderr(line);
+}
+
+/* One line, "frugal: <what>: pointer 0x...", then abort: never a silent corruption. */
+void _fg_misuse(const char *what, const void *p) {
+  char line[160];
+  size_t n = 0;
+  for (const char *c = "frugal: "; *c; c++) line[n++] = *c;
+  for (const char *c = what; *c && n < 100; c++) line[n++] = *c;
+  for (const char *c = ": pointer 0x"; *c; c++) line[n++] = *c;
+  uintptr_t v = (uintptr_t)p;
+  int digits = 1;
+  while (digits < 16 && (v >> (4 * digits)) != 0) digits++;
+  for (int i = digits - 1; i >= 0; i--) line[n++] = "0123456789abcdef"[(v >> (4 * i)) & 15];
+  line[n++] = '\n';
+  line[n] = '\0';
+  _fg_write_stderr(line);
+  abort();
+}
+
+/* Idempotent; nothing in it allocates, so it cannot re-enter itself. A second thread
+ * arriving meanwhile waits the few microseconds it takes. */
+void _fg_process_init(void) {
+  int expected = 0;
+  if (atomic_load_explicit(&init_state, memory_order_acquire) == 2) return;
+  if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) {
+    }
+    return;
+  }
+  _fg_secret = _fg_os_random() | 1;
+  _fg_options_init();
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+/* ---- fork: take every lock before, release (parent) or re-create (child) after ---------- */
+
+static void fork_prepare(void) {
+  _fg_heaps_lock();
+  _fg_segment_lock_all();
+  _fg_large_lock();
+}
+static void fork_parent(void) {
+  _fg_large_unlock(false);
+  _fg_segment_unlock_all(false);
+  _fg_heaps_unlock(false);
+}
+static void fork_child(void) {
+  _fg_large_unlock(true);
+  _fg_segment_unlock_all(true);
+  _fg_heaps_unlock(true);
+}
+
+/* Runs when the library is loaded (after libc is ready): the only step that may allocate,
+ * pthread_atfork, is done here rather than on the first malloc. */
+__attribute__((constructor(101))) static void fg_constructor(void) {
+  _fg_process_init();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

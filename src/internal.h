@@ -1,0 +1,119 @@
+/* internal.h — what frugal's layers share: the functions each layer offers the ones above it,
+ * and the small inline helpers of the fast paths. Names shared across files start with _fg_.
+ * Layers, bottom up: os, segment (+ segment map), page, sizeclass, heap, large, alloc/free. */
+#ifndef FG_INTERNAL_H
+#define FG_INTERNAL_H
+
+#include "frugal.h"
+#include "types.h"
+
+#include <string.h>
+
+#define fg_likely(x) __builtin_expect(!!(x), 1)
+#define fg_unlikely(x) __builtin_expect(!!(x), 0)
+#define fg_noinline __attribute__((noinline))
+#define fg_cold __attribute__((cold))
+#define fg_noreturn __attribute__((noreturn))
+#define fg_export __attribute__((visibility("default")))
+
+static inline size_t fg_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+static inline bool fg_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+/* ---- init.c: process state, errors ---------------------------------------------------- */
+extern uintptr_t _fg_secret;            /* per-process random, set before the first heap */
+void _fg_process_init(void);            /* idempotent; safe before constructors run */
+fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
+void _fg_warning(const char *msg, const char *detail);
+void _fg_write_stderr(const char *s);
+
+/* ---- os.c: the only file that talks to the kernel -------------------------------------- */
+void *_fg_os_alloc_aligned(size_t size, size_t align); /* NULL on failure, errno untouched */
+void _fg_os_free(void *p, size_t size);
+void _fg_os_purge(void *p, size_t size);               /* give the pages back, keep the range */
+bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
+uint64_t _fg_clock_ms(void);
+uintptr_t _fg_os_random(void);
+
+/* ---- options.c ---------------------------------------------------------------------------- */
+void _fg_options_init(void);
+extern long _fg_option_values[FG_OPTION_COUNT];
+static inline long _fg_option(fg_option_t o) { return _fg_option_values[o]; }
+
+/* ---- segment.c: segments, the segment map, page slots ------------------------------------ */
+/* One bit per 4 MiB of the 47-bit user address space: is a segment header there? */
+#define FG_SEGMAP_BITS ((size_t)1 << (47 - FG_SEGMENT_SHIFT))
+extern _Atomic(uint64_t) _fg_segmap[FG_SEGMAP_BITS / 64];
+
+static inline fg_segment_t *_fg_segment_of(const void *p) {
+  return (fg_segment_t *)((uintptr_t)p & ~(uintptr_t)FG_SEGMENT_MASK);
+}
+static inline bool _fg_segmap_contains(const void *p) {
+  uintptr_t i = (uintptr_t)p >> FG_SEGMENT_SHIFT;
+  if (fg_unlikely(i >= FG_SEGMAP_BITS)) return false;
+  return (atomic_load_explicit(&_fg_segmap[i / 64], memory_order_relaxed) >> (i % 64)) & 1;
+}
+void _fg_segmap_set(const void *segment, bool on);
+static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
+  return &s->pages[((uintptr_t)p - (uintptr_t)s) >> s->page_shift];
+}
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
+void _fg_segment_page_free(fg_page_t *page, bool purge_now);
+size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
+void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force);
+void _fg_segment_cache_collect(uint64_t now, bool force);
+fg_segment_t *_fg_segment_map_large(size_t size); /* a 4 MiB-aligned mapping, registered */
+void _fg_segment_unmap(fg_segment_t *s);
+void _fg_segment_lock_all(void);
+void _fg_segment_unlock_all(bool child);
+
+/* ---- page.c: one page's free lists and the heap's page queues ---------------------------- */
+static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) {
+  return (uintptr_t)p ^ page->key;
+}
+static inline fg_block_t *_fg_decode(const fg_page_t *page, uintptr_t v) {
+  return (fg_block_t *)(v ^ page->key);
+}
+void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
+bool _fg_page_extend(fg_page_t *page);          /* carve more blocks into `free` */
+void _fg_page_collect(fg_page_t *page);         /* local + thread frees into `free` */
+bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
+void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
+void _fg_queue_push_back(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
+void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
+
+/* ---- sizeclass.c -------------------------------------------------------------------------- */
+size_t _fg_class_of(size_t size); /* size <= FG_CLASS_MAX */
+size_t _fg_class_size(size_t class_idx);
+fg_segment_kind_t _fg_class_kind(size_t class_idx);
+
+/* ---- heap.c: thread heaps ------------------------------------------------------------------ */
+extern fg_heap_t _fg_heap_empty;
+extern fg_page_t _fg_page_empty;
+extern __thread fg_heap_t *_fg_heap_tls;
+static inline fg_heap_t *_fg_heap(void) { return _fg_heap_tls; }
+fg_heap_t *_fg_heap_init_thread(void);
+void _fg_heap_thread_done(void *heap);
+void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX */
+void _fg_heap_page_retire(fg_page_t *page);             /* owner freed its last block */
+void _fg_heap_page_unfull(fg_page_t *page);             /* owner freed into a full page */
+void _fg_heap_collect(fg_heap_t *heap, bool force);
+void _fg_heaps_collect_abandoned(bool force);
+void _fg_heaps_after_fork_child(void);
+void _fg_heaps_lock(void);
+void _fg_heaps_unlock(bool child);
+void _fg_heap_tick(fg_heap_t *heap); /* slow-path heartbeat: runs decay when it is due */
+
+/* ---- large.c: blocks above the largest class, and the large cache ------------------------ */
+void *_fg_large_alloc(size_t size, size_t align, bool zero);
+void _fg_large_free(fg_segment_t *s, const void *p);
+size_t _fg_large_usable(fg_segment_t *s, const void *p);
+void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
+void _fg_large_cache_collect(uint64_t now, bool force);
+void _fg_large_lock(void);
+void _fg_large_unlock(bool child);
+
+/* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */
+/* The page of a live small block, or abort with the misuse found. Sets *block to its start. */
+fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op);
+
+#endif

@@ -1,0 +1,79 @@
+/* os.c — the OS layer: every mmap, munmap, mremap and madvise frugal makes goes through
+ * here, so the ledger can count them. Failures return NULL/false with errno as the kernel
+ * left it; callers turn that into ENOMEM. Nothing here allocates. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *os_map(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void _fg_os_free(void *p, size_t size) {
+  int saved = errno;
+  munmap(p, size);
+  errno = saved;
+}
+
+/* Map `size` bytes aligned to `align` by over-mapping and trimming both ends: two extra
+ * munmaps once per segment are cheaper than a retry loop, and leave no holes. */
+void *_fg_os_alloc_aligned(size_t size, size_t align) {
+  int saved = errno;
+  size = fg_align_up(size, FG_OS_PAGE);
+  if (size > FG_MAX_ALLOC) return NULL;
+  void *p = os_map(size);
+  if (p != NULL && ((uintptr_t)p & (align - 1)) != 0) {
+    munmap(p, size);
+    p = os_map(size + align);
+    if (p != NULL) {
+      uintptr_t start = (uintptr_t)p, aligned = fg_align_up(start, align);
+      if (aligned > start) munmap(p, aligned - start);
+      size_t tail = (start + size + align) - (aligned + size);
+      if (tail > 0) munmap((void *)(aligned + size), tail);
+      p = (void *)aligned;
+    }
+  }
+  errno = saved;
+  return p;
+}
+
+/* MADV_DONTNEED rather than MADV_FREE: RSS drops at once, which is what the user asked for
+ * when memory is returned (MADV_FREE pages still count until the kernel needs them). */
+void _fg_os_purge(void *p, size_t size) {
+  int saved = errno;
+  madvise(p, size, MADV_DONTNEED);
+  errno = saved;
+}
+
+/* Grow or shrink a mapping where it is; never moves it, so segment alignment holds. */
+bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
+  int saved = errno;
+  bool ok = mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  errno = saved;
+  return ok;
+}
+
+uint64_t _fg_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uintptr_t _fg_os_random(void) {
+  uintptr_t r = 0;
+  int saved = errno;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uintptr_t)getpid() ^ (uintptr_t)&r;
+  }
+  errno = saved;
+  return r;
+}

@@ -1,0 +1,129 @@
+/* page.c — one page: blocks of one size class handed out from `free`, owner frees gathered
+ * on `local_free`, other threads' frees on the atomic `xthread_free` stack. Keeping three
+ * lists lets malloc and a local free touch no shared cache line and take no atomic. Blocks
+ * are carved lazily, a few KiB at a time, so a page only commits what is used.
+ * Also the heap's page queues (doubly linked; the first page of a class is the one its
+ * direct-table entries point at). */
+#include "internal.h"
+
+void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
+  fg_segment_t *s = _fg_segment_of(page);
+  size_t bsize = _fg_class_size(class_idx);
+  uint8_t *start;
+  size_t area = _fg_page_area(s, page, &start);
+  page->start = start;
+  page->block_size = bsize;
+  page->class_idx = (uint8_t)class_idx;
+  page->reserved = (uint32_t)(area / bsize);
+  page->capacity = 0;
+  page->used = 0;
+  /* Exact for every multiple of bsize below 2^32: see free.c. */
+  page->recip = (((uint64_t)1 << 32) + bsize - 1) / bsize;
+  page->key = (heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u)) | ((uintptr_t)1 << 63);
+  page->free = page->local_free = NULL;
+  atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
+  page->in_full = page->has_aligned = page->purged = 0;
+  page->next = page->prev = NULL;
+  page->heap = heap;
+}
+
+/* Carve the next blocks into `free`: 4 KiB worth at a time (one OS page faulted per call at
+ * most, as mimalloc does), at least 4 blocks so medium pages do not come back too often. */
+bool _fg_page_extend(fg_page_t *page) {
+  uint32_t left = page->reserved - page->capacity;
+  if (left == 0) return false;
+  size_t bsize = page->block_size;
+  uint32_t n = (uint32_t)(FG_OS_PAGE / bsize);
+  if (n < 4) n = 4;
+  if (n > left) n = left;
+  uint8_t *first = page->start + (size_t)page->capacity * bsize;
+  uint8_t *b = first;
+  for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_encode(page, b + bsize);
+  ((fg_block_t *)b)->next = _fg_encode(page, page->free);
+  page->free = (fg_block_t *)first;
+  page->capacity += n;
+  return true;
+}
+
+/* Move frees into `free`: the owner's, and what other threads pushed (one atomic exchange
+ * that keeps the full bit). */
+void _fg_page_collect(fg_page_t *page) {
+  if (page->local_free != NULL && page->free == NULL) {
+    page->free = page->local_free;
+    page->local_free = NULL;
+  }
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  if ((tf & ~FG_TF_FULL) == 0) return;
+  while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & FG_TF_FULL,
+                                                memory_order_acq_rel, memory_order_relaxed)) {
+  }
+  fg_block_t *head = (fg_block_t *)(tf & ~FG_TF_FULL), *tail = head;
+  uint32_t count = 1;
+  for (fg_block_t *n; (n = _fg_decode(page, tail->next)) != NULL; tail = n) {
+    if (fg_unlikely(count > page->capacity)) _fg_misuse("corrupted thread-free list in page", page);
+    count++;
+  }
+  tail->next = _fg_encode(page, page->free);
+  page->free = head;
+  page->used -= count;
+}
+
+static bool list_holds(const fg_page_t *page, const fg_block_t *list, const void *b) {
+  uint32_t n = 0;
+  for (; list != NULL && n <= page->capacity; list = _fg_decode(page, list->next), n++)
+    if (list == b) return true;
+  return false;
+}
+
+/* Slow confirmation of a suspected double free: is b on any of the page's free lists? */
+bool _fg_page_holds_free(fg_page_t *page, const void *b) {
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  return list_holds(page, page->free, b) || list_holds(page, page->local_free, b) ||
+         list_holds(page, (fg_block_t *)(tf & ~FG_TF_FULL), b);
+}
+
+/* ---- page queues --------------------------------------------------------------------------- */
+
+static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
+  if (q == &heap->full) return;
+  size_t c = (size_t)(q - heap->queues);
+  size_t hi = _fg_class_size(c);
+  if (hi > FG_DIRECT_MAX) return;
+  size_t lo = c == 0 ? 0 : (_fg_class_size(c - 1) + 8) / 8; /* first word count of the class */
+  fg_page_t *target = first != NULL ? first : &_fg_page_empty;
+  for (size_t w = lo; w <= hi / 8; w++) heap->direct[w] = target;
+}
+
+void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page) {
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first != NULL)
+    q->first->prev = page;
+  else
+    q->last = page;
+  q->first = page;
+  set_direct(heap, q, page);
+}
+
+void _fg_queue_push_back(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page) {
+  page->next = NULL;
+  page->prev = q->last;
+  if (q->last != NULL)
+    q->last->next = page;
+  else {
+    q->first = page;
+    set_direct(heap, q, page);
+  }
+  q->last = page;
+}
+
+void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page) {
+  if (page->prev != NULL) page->prev->next = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  if (q->last == page) q->last = page->prev;
+  if (q->first == page) {
+    q->first = page->next;
+    set_direct(heap, q, q->first);
+  }
+  page->next = page->prev = NULL;
+}

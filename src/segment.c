@@ -1,0 +1,217 @@
+/* segment.c — segments: 4 MiB-aligned regions owned by one heap and cut into page slots of
+ * one kind, the segment map that tells in O(1) whether a pointer is frugal's, and the
+ * segment cache that keeps a bounded number of empty segments for reuse before they go
+ * back to the OS after FRUGAL_DECAY_MS. Slot handling is owner-only and lock-free; the cache
+ * and the OS are behind one mutex (it is only reached when a whole segment changes hands). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <pthread.h>
+
+_Atomic(uint64_t) _fg_segmap[FG_SEGMAP_BITS / 64];
+
+void _fg_segmap_set(const void *segment, bool on) {
+  uintptr_t i = (uintptr_t)segment >> FG_SEGMENT_SHIFT;
+  if (i >= FG_SEGMAP_BITS) return; /* never happens with a 47-bit user space */
+  uint64_t bit = (uint64_t)1 << (i % 64);
+  if (on)
+    atomic_fetch_or_explicit(&_fg_segmap[i / 64], bit, memory_order_release);
+  else
+    atomic_fetch_and_explicit(&_fg_segmap[i / 64], ~bit, memory_order_release);
+}
+
+/* ---- the segment cache ------------------------------------------------------------------- */
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static fg_segment_t *cache_first; /* most recently freed first */
+static size_t cache_count;
+
+static size_t cache_limit(void) {
+  return (size_t)_fg_option(FG_OPTION_SEGMENT_CACHE_MB) << 20 >> FG_SEGMENT_SHIFT;
+}
+
+void _fg_segment_unmap(fg_segment_t *s) {
+  _fg_segmap_set(s, false);
+  _fg_os_free(s, s->mapped);
+}
+
+static fg_segment_t *segment_from_cache(void) {
+  pthread_mutex_lock(&cache_lock);
+  fg_segment_t *s = cache_first;
+  if (s != NULL) {
+    cache_first = s->next;
+    cache_count--;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  return s;
+}
+
+/* An empty segment: keep it if the cache has room, else give the newest back (seed 1: a full
+ * cache returns what just came in, never an older one, so nothing is held for long). */
+static void segment_to_cache(fg_segment_t *s) {
+  s->freed_at = _fg_clock_ms();
+  s->heap = NULL;
+  pthread_mutex_lock(&cache_lock);
+  bool keep = cache_count < cache_limit();
+  if (keep) {
+    s->next = cache_first;
+    cache_first = s;
+    cache_count++;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  if (!keep) _fg_segment_unmap(s);
+}
+
+/* Cached segments unused for the decay time go back to the OS (all of them when forced).
+ * The list is ordered newest first, so the expired ones are a tail. */
+void _fg_segment_cache_collect(uint64_t now, bool force) {
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  fg_segment_t *expired = NULL;
+  pthread_mutex_lock(&cache_lock);
+  fg_segment_t **link = &cache_first;
+  while (*link != NULL && !force && (*link)->freed_at + decay > now) link = &(*link)->next;
+  expired = *link;
+  *link = NULL;
+  for (fg_segment_t *s = expired; s != NULL; s = s->next) cache_count--;
+  pthread_mutex_unlock(&cache_lock);
+  while (expired != NULL) {
+    fg_segment_t *next = expired->next;
+    _fg_segment_unmap(expired);
+    expired = next;
+  }
+}
+
+void _fg_segment_lock_all(void) { pthread_mutex_lock(&cache_lock); }
+void _fg_segment_unlock_all(bool child) {
+  if (child)
+    pthread_mutex_init(&cache_lock, NULL);
+  else
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* ---- segments of a heap ------------------------------------------------------------------ */
+
+static size_t header_size(size_t page_count) {
+  return fg_align_up(sizeof(fg_segment_t) + page_count * sizeof(fg_page_t), 64);
+}
+
+static const uint8_t kind_shift[FG_SEG_KINDS] = {FG_SMALL_PAGE_SHIFT, FG_MEDIUM_PAGE_SHIFT,
+                                                  FG_SEGMENT_SHIFT};
+
+static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
+  fg_segment_t *s = segment_from_cache();
+  if (s == NULL) {
+    s = _fg_os_alloc_aligned(FG_SEGMENT_SIZE, FG_SEGMENT_SIZE);
+    if (s == NULL) return NULL;
+    s->mapped = FG_SEGMENT_SIZE;
+    _fg_segmap_set(s, true);
+  }
+  size_t count = FG_SEGMENT_SIZE >> kind_shift[kind];
+  memset(s, 0, header_size(count)); /* cached headers hold the previous owner's state */
+  s->mapped = FG_SEGMENT_SIZE;
+  s->cookie = (uintptr_t)s ^ _fg_secret;
+  s->kind = (uint8_t)kind;
+  s->page_shift = kind_shift[kind];
+  s->page_count = (uint16_t)count;
+  s->heap = heap;
+  s->next = heap->segments[kind];
+  if (s->next != NULL) s->next->prev = s;
+  heap->segments[kind] = s;
+  return s;
+}
+
+static void segment_unlink(fg_heap_t *heap, fg_segment_t *s) {
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else if (heap->segments[s->kind] == s)
+    heap->segments[s->kind] = s->next;
+  if (s->next != NULL) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+/* The usable area of a page slot: the first slot starts after the segment header. */
+size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start) {
+  size_t index = (size_t)(page - s->pages);
+  size_t page_size = (size_t)1 << s->page_shift;
+  size_t skip = index == 0 ? header_size(s->page_count) : 0;
+  *start = (uint8_t *)s + index * page_size + skip;
+  return page_size - skip;
+}
+
+/* A free page slot of `kind` for `heap`, from a segment it owns or a new one. */
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
+  fg_segment_t *s = heap->segments[kind];
+  if (s == NULL && (s = segment_new(heap, kind)) == NULL) return NULL;
+  fg_page_t *page = NULL;
+  for (size_t i = 0; i < s->page_count; i++) {
+    if (s->pages[i].heap == NULL) {
+      page = &s->pages[i];
+      break;
+    }
+  }
+  s->used_pages++;
+  if (s->used_pages == s->page_count) segment_unlink(heap, s); /* no free slot left */
+  return page;
+}
+
+/* Give a page slot back to its segment; a segment with no page left goes to the cache.
+ * The slot's memory stays committed until the decay pass (a page freed and soon reused
+ * should not fault again), unless purge_now. */
+void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
+  fg_segment_t *s = _fg_segment_of(page);
+  fg_heap_t *heap = page->heap;
+  page->heap = NULL;
+  page->block_size = 0;
+  page->free = page->local_free = NULL;
+  page->purged = 0;
+  page->freed_at = _fg_clock_ms();
+  if (s->used_pages == s->page_count) { /* it had no free slot: it is one again */
+    s->next = heap->segments[s->kind];
+    s->prev = NULL;
+    if (s->next != NULL) s->next->prev = s;
+    heap->segments[s->kind] = s;
+  }
+  s->used_pages--;
+  if (s->used_pages == 0) {
+    segment_unlink(heap, s);
+    segment_to_cache(s);
+  } else if (purge_now) {
+    uint8_t *start;
+    size_t area = _fg_page_area(s, page, &start);
+    _fg_os_purge(start, area);
+    page->purged = 1;
+  }
+}
+
+/* Decay pass over a heap's partly used segments: free slots unused for the decay time give
+ * their memory back (all of them when forced). */
+void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
+    for (fg_segment_t *s = heap->segments[kind]; s != NULL; s = s->next) {
+      for (size_t i = 0; i < s->page_count; i++) {
+        fg_page_t *page = &s->pages[i];
+        if (page->heap != NULL || page->purged) continue;
+        if (!force && page->freed_at + decay > now) continue;
+        uint8_t *start;
+        size_t area = _fg_page_area(s, page, &start);
+        _fg_os_purge(start, area);
+        page->purged = 1;
+      }
+    }
+  }
+}
+
+/* A mapping for one large block: `size` bytes (header included) at a segment-aligned
+ * address, registered in the segment map. */
+fg_segment_t *_fg_segment_map_large(size_t size) {
+  fg_segment_t *s = _fg_os_alloc_aligned(size, FG_SEGMENT_SIZE);
+  if (s == NULL) return NULL;
+  s->cookie = (uintptr_t)s ^ _fg_secret;
+  s->kind = FG_SEG_LARGE;
+  s->page_shift = 63; /* every interior offset maps to pages[0] */
+  s->page_count = 1;
+  s->mapped = fg_align_up(size, FG_OS_PAGE);
+  _fg_segmap_set(s, true);
+  return s;
+}

@@ -1,0 +1,123 @@
+/* types.h — the units of frugal's heap and the constants that size them.
+ *
+ * A *segment* is a 4 MiB region aligned to 4 MiB, so `p & ~FG_SEGMENT_MASK` finds the header
+ * of any pointer inside it. A segment is owned by one thread heap and cut into *pages* of one
+ * kind: 64 pages of 64 KiB (small blocks), 8 of 512 KiB (medium) or one page spanning the
+ * whole segment (the biggest classes). A *large* segment holds a single block bigger than the
+ * largest class, mapped on its own (it may be longer than 4 MiB; only its header is found by
+ * the mask). A *page* hands out blocks of one size class from its own free lists.
+ * A *heap* is one per thread: it owns segments, keeps a queue of pages per class, and a
+ * direct table that maps a small size to the page to allocate from in one load. */
+#ifndef FG_TYPES_H
+#define FG_TYPES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 4 MiB segments: big enough that segment headers and the segment map cost little, small
+ * enough that a program using a few small blocks does not reserve much (mimalloc and
+ * Go's heap use similar units). */
+#define FG_SEGMENT_SHIFT 22
+#define FG_SEGMENT_SIZE ((size_t)1 << FG_SEGMENT_SHIFT)
+#define FG_SEGMENT_MASK (FG_SEGMENT_SIZE - 1)
+
+#define FG_SMALL_PAGE_SHIFT 16  /* 64 KiB pages for blocks <= 8 KiB: >= 8 blocks per page */
+#define FG_MEDIUM_PAGE_SHIFT 19 /* 512 KiB pages for blocks <= 64 KiB: >= 8 blocks */
+#define FG_SMALL_MAX ((size_t)8 * 1024)
+#define FG_MEDIUM_MAX ((size_t)64 * 1024)
+#define FG_CLASS_MAX ((size_t)512 * 1024) /* above this: a large block of its own */
+#define FG_MAX_PAGES (FG_SEGMENT_SIZE >> FG_SMALL_PAGE_SHIFT)
+
+/* Size classes: 8-byte steps up to 128 B, then 8 classes per doubling up to FG_CLASS_MAX.
+ * The step is 1/8 of the lower bound of its doubling, so waste is <= 12.5 % above 128 B. */
+#define FG_CLASS_LINEAR 16 /* 8, 16, ..., 128 */
+#define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7))
+/* Sizes up to FG_DIRECT_MAX are looked up by words in the heap's direct table. */
+#define FG_DIRECT_MAX 1024
+#define FG_DIRECT_COUNT (FG_DIRECT_MAX / 8 + 1)
+
+#define FG_OS_PAGE ((size_t)4096)
+#define FG_LARGE_ALIGN_MAX ((size_t)2 << 20) /* large blocks: user offset must stay < 4 MiB */
+#define FG_MAX_ALLOC ((size_t)PTRDIFF_MAX - 2 * FG_SEGMENT_SIZE)
+
+typedef enum fg_segment_kind_e {
+  FG_SEG_SMALL,  /* 64 KiB pages */
+  FG_SEG_MEDIUM, /* 512 KiB pages */
+  FG_SEG_SINGLE, /* one page of the biggest classes */
+  FG_SEG_KINDS,
+  FG_SEG_LARGE = FG_SEG_KINDS, /* one large block */
+} fg_segment_kind_t;
+
+/* A free block's first word: the next free block, xor-ed with the page's key. Encoding
+ * makes a freed block recognisable (double-free check) and wild writes less useful. */
+typedef struct fg_block_s {
+  uintptr_t next;
+} fg_block_t;
+
+struct fg_heap_s;
+
+/* The thread-free word of a page: a stack of blocks freed by other threads, with the low bit
+ * telling such threads that the page sits in its heap's full list, so the first of them must
+ * hand its block to the heap's delayed list instead (which wakes the page up). */
+#define FG_TF_FULL ((uintptr_t)1)
+
+typedef struct fg_page_s {
+  /* hot: read by every malloc and free */
+  fg_block_t *free;       /* blocks to allocate from */
+  uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
+  uint8_t *start;         /* first block */
+  uint32_t used;          /* blocks handed out and not yet freed back to this page */
+  uint32_t capacity;      /* blocks carved into the free lists so far */
+  size_t block_size;      /* 0: page slot not in use */
+  uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
+  fg_block_t *local_free; /* freed by the owner; becomes `free` when that runs dry */
+  struct fg_heap_s *heap; /* owner; NULL while the slot is free */
+  uint8_t in_full;        /* in the heap's full list (owner-only) */
+  uint8_t has_aligned;    /* some block was handed out at an interior aligned address */
+  uint8_t purged;         /* (free slot) its memory was given back to the OS */
+  uint8_t class_idx;
+  uint32_t reserved; /* blocks that fit in the page */
+  _Atomic(uintptr_t) xthread_free;
+  struct fg_page_s *next, *prev; /* in a class queue or the full list */
+  uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
+} fg_page_t;
+
+typedef struct fg_segment_s {
+  uintptr_t cookie; /* segment address ^ process secret: a sanity check for the header */
+  uint8_t kind;     /* fg_segment_kind_t */
+  uint8_t page_shift;
+  uint16_t page_count;
+  uint16_t used_pages;
+  struct fg_heap_s *heap;
+  struct fg_segment_s *next, *prev; /* heap's list of segments with free slots; cache list */
+  size_t mapped;                    /* bytes mapped from the OS at this address */
+  uint64_t freed_at;                /* ms, while in the segment cache or large cache */
+  /* large segments only */
+  size_t large_offset;           /* user block starts at segment + large_offset */
+  _Atomic(uint32_t) large_state; /* FG_LARGE_LIVE / FG_LARGE_FREE */
+  fg_page_t pages[];             /* page_count entries; a large segment has one, unused */
+} fg_segment_t;
+
+#define FG_LARGE_LIVE 0x4c495645u
+#define FG_LARGE_FREE 0x46524545u
+
+typedef struct fg_page_queue_s {
+  fg_page_t *first, *last;
+} fg_page_queue_t;
+
+typedef struct fg_heap_s {
+  fg_page_t *direct[FG_DIRECT_COUNT]; /* words of size -> page to allocate from */
+  fg_page_queue_t queues[FG_CLASS_COUNT];
+  fg_page_queue_t full;                      /* pages with no free block */
+  fg_segment_t *segments[FG_SEG_KINDS];      /* segments with free page slots, per kind */
+  _Atomic(fg_block_t *) delayed_free;        /* frees from other threads into full pages */
+  uintptr_t key;                             /* seeds page keys */
+  uint64_t decay_at;                         /* ms: next decay pass */
+  uint32_t ticks;                            /* slow-path events since the last clock read */
+  bool owned;                                /* a live thread uses it */
+  struct fg_heap_s *next_abandoned, *next_all;
+} fg_heap_t;
+
+#endif
