@@ -90,9 +90,12 @@ static fg_noinline fg_cold void free_foreign(const void *p) {
 static inline void push_local(fg_page_t *page, fg_block_t *b) {
   b->next = _fg_encode(page, page->local_free);
   page->local_free = b;
-  if (fg_unlikely(--page->used == 0))
-    _fg_heap_page_retire(page);
-  else if (fg_unlikely(page->in_full))
+  if (fg_unlikely(--page->used == 0)) {
+    /* The lone page of its class stays (see _fg_heap_page_retire); only every 16th time
+     * does the heap look at the clock, so a malloc/free loop stays on the fast path. */
+    bool lone = (page->next == NULL) & (page->prev == NULL) & !page->in_full;
+    if (!lone || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
+  } else if (fg_unlikely(page->in_full))
     _fg_heap_page_unfull(page);
 }
 

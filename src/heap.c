@@ -62,6 +62,8 @@ fg_heap_t *_fg_heap_init_thread(void) {
   return heap;
 }
 
+static void decay_if_due(fg_heap_t *heap);
+
 static void abandon(fg_heap_t *heap) {
   heap->owned = false;
   heap->next_abandoned = heaps_abandoned;
@@ -117,8 +119,12 @@ void _fg_heap_page_retire(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
   if (page->in_full) _fg_heap_page_unfull(page);
   fg_page_queue_t *q = &heap->queues[page->class_idx];
-  if (!(q->first == page && page->next == NULL)) page_release(heap, page, false);
-  _fg_heap_tick(heap);
+  if (!(q->first == page && page->next == NULL)) {
+    page_release(heap, page, false);
+    _fg_heap_tick(heap);
+  } else {
+    decay_if_due(heap); /* free() counted this lone retire: it is the 16th */
+  }
 }
 
 /* Blocks other threads freed into full pages: each is freed here as if by the owner. */
@@ -252,8 +258,10 @@ void _fg_heaps_collect_abandoned(bool force) {
  * This is how memory returns to the OS without a background thread, in a program that
  * still calls malloc/free now and then. */
 void _fg_heap_tick(fg_heap_t *heap) {
-  if (++heap->ticks < 16) return;
-  heap->ticks = 0;
+  if ((++heap->ticks & 15) == 0) decay_if_due(heap);
+}
+
+static void decay_if_due(fg_heap_t *heap) {
   uint64_t now = _fg_clock_ms();
   if (now < heap->decay_at) return;
   _fg_heap_collect(heap, false);

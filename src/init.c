@@ -32,13 +32,13 @@ void _fg_warning(const char *msg, const char *detail) {
   _fg_write_stderr(line);
 }
 
-/* One line, "frugal: <what>: pointer 0x...", then abort: never a silent corruption. */
+/* One line, "frugal: <what> at 0x...", then abort: never a silent corruption. */
 void _fg_misuse(const char *what, const void *p) {
   char line[160];
   size_t n = 0;
   for (const char *c = "frugal: "; *c; c++) line[n++] = *c;
   for (const char *c = what; *c && n < 100; c++) line[n++] = *c;
-  for (const char *c = ": pointer 0x"; *c; c++) line[n++] = *c;
+  for (const char *c = " at 0x"; *c; c++) line[n++] = *c;
   uintptr_t v = (uintptr_t)p;
   int digits = 1;
   while (digits < 16 && (v >> (4 * digits)) != 0) digits++;
