@@ -1,0 +1,94 @@
+"""The `frugal` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .experiments import EXPERIMENTS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser("bench", help="run the seed lab (LAB.md) over every allocator found",
+                           description="Run the seed lab's experiments under every allocator found, "
+                                       "and write results.json, plots, report.html and report.md.")
+    bench.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
+                       help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
+    bench.add_argument("--allocators", metavar="LIST",
+                       help="comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal, or name=/path/lib.so "
+                            "(default: all known ones; missing ones are skipped)")
+    size = bench.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="scaled-down sizes, 3 repetitions, under 5 minutes (the default)")
+    size.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="the seeds' own sizes, 5 repetitions (hours)")
+    size.add_argument("--smoke", dest="mode", action="store_const", const="smoke",
+                      help="tiny sizes, 1 repetition: seconds, for tests")
+    bench.set_defaults(mode="quick")
+    bench.add_argument("--out", type=Path, default=Path("out/lab"), help="output directory (default: out/lab)")
+    bench.add_argument("--build", type=Path, default=Path(os.environ.get("FRUGAL_BUILD", "build")),
+                       help="build directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD or build)")
+    bench.add_argument("--check", action="store_true", help="exit non-zero when a verdict on frugal fails")
+    bench.add_argument("--cores", type=int, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from .bench import run_lab, summary_rows, write_json
+    from .report import write_reports
+
+    unknown = [e for e in args.experiments if e not in EXPERIMENTS]
+    if unknown:
+        console.print(f"[red]unknown experiment(s): {', '.join(unknown)}[/]; choose from {', '.join(EXPERIMENTS)}")
+        return 2
+    exps = args.experiments or list(EXPERIMENTS)
+    console.print(f"[bold]frugal bench[/] — {args.mode} mode, experiments: {', '.join(exps)}")
+    try:
+        lab = run_lab(exps, args.mode, args.build, args.out, args.allocators, console, cores=args.cores)
+    except (FileNotFoundError, RuntimeError) as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(lab, args.out / "results.json")
+    write_reports(lab, args.out)
+
+    table = Table(title=f"Summary: time / peak RSS as a ratio to the best other allocator (< 1.00 wins) — "
+                        f"{lab.meta['duration_s']:.0f} s", title_justify="left")
+    table.add_column("experiment")
+    for a in lab.measured:
+        table.add_column(a, justify="right")
+    table.add_column("frugal verdicts", justify="right")
+    for row in summary_rows(lab):
+        table.add_row(*row)
+    console.print(table)
+    for v in lab.all_verdicts():
+        mark = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]"}.get(v.status, "[dim]n/a [/]")
+        console.print(f"  {mark} {v.experiment}: {v.name} — {v.detail}", highlight=False)
+    skipped = [a for a in lab.allocators if not a.available]
+    for a in skipped:
+        console.print(f"  [yellow]skipped[/] {a.describe()}", highlight=False)
+    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+    if args.check and lab.failed():
+        console.print("[red]--check: a verdict failed[/]")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Piped output (make, CI logs) gets a wide console rather than rich's 80 columns.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    if args.command == "bench":
+        return cmd_bench(args, console)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

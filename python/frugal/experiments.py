@@ -1,0 +1,595 @@
+"""The four experiments of LAB.md: for each, the cells a mode runs (parameters as LAB.md gives
+them), how one run's output reduces to metrics, the verdicts on frugal, and the tables of the
+report. Verdict thresholds are LAB.md's; where LAB.md leaves a word open ("~0", "poison"),
+the constant below says how it is read."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import stats
+from .lab import FRUGAL, MiB, NA, Context, ExpResult, Verdict, check_all, frugal_gate
+from .runner import Cell, Sample
+
+KiB = 1 << 10
+GiB = 1 << 30
+
+# --- bufcache (seed 1) -----------------------------------------------------------------------
+POLICIES = ("none", "keep-biggest-1", "keep-biggest-10", "cutoff-200", "buckets")
+BUFCACHE_STEPS = {"quick": 2_000_000, "full": 2_000_000, "smoke": 20_000}
+# LAB.md: frugal with `none` keeps mean efficiency >= 96 % and never below 94 % after step 1000.
+EFF_MEAN_MIN, EFF_FLOOR, EFF_FLOOR_AFTER = 0.96, 0.94, 1000
+# "Poisoned": the cache hands out more than twice what is requested on average (the seed saw
+# 1-8 % efficiency; a healthy allocator alone stays near 90 % or above).
+POISON_EFF = 0.5
+SERIES_EVERY = 10  # keep every 10th sample (every 1000 steps) of a curve in results.json
+
+# --- fifo (seed 2) ----------------------------------------------------------------------------
+POW2_SIZES = (16, 32, 64, 128, 256, 1 * KiB, 4 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB,
+              256 * KiB, 512 * KiB, 1 * MiB)
+FIFO_MODES = {
+    "quick": {"total": 128 * MiB, "rounds": 4, "stl_entries": 500_000},
+    "full": {"total": 8 * GiB, "rounds": 16, "stl_entries": 8_000_000},
+    "smoke": {"total": 2 * MiB, "rounds": 2, "stl_entries": 2_000},
+}
+STL_CONTAINERS = ("queue", "list", "deque")
+LAST_FIRST_MAX = 1.05  # LAB.md: last/first <= 1.05 at every size
+CLIFF_FACTOR = 1.5  # LAB.md: ns/byte at a size <= 1.5 x geometric mean of its neighbours
+TRIM_SLACK = 16 * MiB  # LAB.md: RSS after trim within 16 MiB of where it started
+
+# --- bigbuf (seed 3) --------------------------------------------------------------------------
+BIG_SIZES = (1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB)
+BIG_VARIANTS = ("untouched", "touched", "filled", "reuse")
+BIG_ITERS = {"quick": 10, "full": 100, "smoke": 2}
+SMOKE_WAIT_MS = 100
+MAX_WAIT_MS = 30_000
+TOUCHED_OVER_REUSE = 1.25  # LAB.md: touched costs <= 1.25 x reuse per MiB
+# LAB.md's "~0 minor faults per iteration after the first", read as fewer than 1 fault per MiB
+# per iteration: a block of fresh pages costs 256 per MiB (4 KiB pages).
+FAULTS_PER_MIB_MAX = 1.0
+
+# --- threads (seed 4) -------------------------------------------------------------------------
+THREAD_SIZES = (128, 1 * KiB, 1 * MiB)
+# X per size, fixed across N: one thread of glibc takes about 0.3 s in quick mode (measured on
+# the lab's 2-core reference VM: 38 ns per 128 B object, 0.21 us per 1 KiB, 2.3 us per 1 MiB,
+# first and last word written) and about 2 s in full.
+THREAD_OBJECTS = {
+    "quick": {128: 8_000_000, 1 * KiB: 1_400_000, 1 * MiB: 130_000},
+    "full": {128: 52_000_000, 1 * KiB: 9_400_000, 1 * MiB: 870_000},
+    "smoke": {128: 40_000, 1 * KiB: 20_000, 1 * MiB: 2_000},
+}
+SCALING_FACTOR = 0.9  # LAB.md: speedup >= 0.9 x min(N, cores)
+SEED_DESIGNS = ("global-mutex", "mutex-array")
+
+
+def size_label(n: float) -> str:
+    n = int(n)
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    if n >= 1024:
+        for unit, scale in (("MiB", MiB), ("KiB", KiB)):
+            if n >= scale:
+                return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def fmt(v: float, digits: int = 2) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def base_metrics(s: Sample) -> dict[str, float]:
+    return {"wall": s.wall, "user": s.user, "sys": s.sys, "maxrss": float(s.maxrss),
+            "minflt": float(s.minflt), "majflt": float(s.majflt)}
+
+
+def final_record(s: Sample) -> dict:
+    for r in reversed(s.records):
+        if r.get("final"):
+            return r
+    return {}
+
+
+Table = tuple[str, list[str], list[list[Any]]]
+
+
+@dataclass
+class Experiment:
+    """The interface every experiment implements."""
+
+    name: str = ""
+    title: str = ""
+    seed: str = ""
+    about: str = ""
+
+    def cells(self, ctx: Context) -> list[Cell]:
+        raise NotImplementedError
+
+    def params(self, ctx: Context) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
+        """One run's scalar metrics and curves."""
+        raise NotImplementedError
+
+    def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
+        raise NotImplementedError
+
+    def scored_cells(self, res: ExpResult) -> list[str]:
+        """The cells whose time and RSS make the summary line."""
+        return list(res.cells)
+
+    def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
+        raise NotImplementedError
+
+
+# =============================================================================================
+class Bufcache(Experiment):
+    def __init__(self) -> None:
+        super().__init__("bufcache", "A cache with a bad policy", "1",
+                         "The seed's random process (glibc rand(), never seeded) through five "
+                         "cache policies in front of each allocator; efficiency = bytes requested "
+                         "/ bytes handed out (malloc_usable_size), every 100 steps.")
+
+    def params(self, ctx: Context) -> dict[str, Any]:
+        return {"steps": BUFCACHE_STEPS[ctx.mode], "policies": list(POLICIES), "repetitions": ctx.reps}
+
+    def cells(self, ctx: Context) -> list[Cell]:
+        steps = BUFCACHE_STEPS[ctx.mode]
+        return [Cell(self.name, p, "bufcache", ("--policy", p, "--steps", str(steps)), ctx.reps, info={"policy": p})
+                for p in POLICIES]
+
+    def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
+        samples = [r for r in s.records if "step" in r]
+        eff = [float(r["efficiency"]) for r in samples]
+        late = [float(r["efficiency"]) for r in samples if r["step"] > EFF_FLOOR_AFTER]
+        true_eff = [r["requested"] / r["rss"] for r in samples if r.get("rss")]
+        m = base_metrics(s)
+        m.update({
+            "eff_mean": sum(eff) / len(eff) if eff else math.nan,
+            "eff_min_late": min(late) if late else math.nan,
+            "eff_final": eff[-1] if eff else math.nan,
+            "true_eff_mean": sum(true_eff) / len(true_eff) if true_eff else math.nan,
+            "requested_over_peak_rss": (max((r["requested"] for r in samples), default=0) / s.maxrss
+                                        if s.maxrss else math.nan),
+            "loop_s": final_record(s).get("loop_ns", math.nan) / 1e9,
+        })
+        series = {
+            "step": [r["step"] for r in samples[::SERIES_EVERY]],
+            "efficiency": [r["efficiency"] for r in samples[::SERIES_EVERY]],
+        }
+        return m, series
+
+    def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
+        out: list[Verdict] = []
+        name = f"keep-biggest policies poison every allocator (mean efficiency < {POISON_EFF:.0%})"
+        kb = ["keep-biggest-1", "keep-biggest-10"]
+        gate = frugal_gate(res, self.name, name, kb)
+        if gate:
+            out.append(gate)
+        else:
+            checks = [(f"{a} {p}", res.m(a, p, "eff_mean") < POISON_EFF, f"{res.m(a, p, 'eff_mean'):.1%}")
+                      for a in res.allocators if res.has(a) for p in kb if not res.failed_cells(a, [p])]
+            out.append(check_all(self.name, name, checks))
+
+        name = f"frugal `none`: mean efficiency ≥ {EFF_MEAN_MIN:.0%}, never < {EFF_FLOOR:.0%} after step {EFF_FLOOR_AFTER}"
+        gate = frugal_gate(res, self.name, name, ["none"])
+        if gate:
+            out.append(gate)
+        else:
+            mean, low = res.m(FRUGAL, "none", "eff_mean"), res.m(FRUGAL, "none", "eff_min_late")
+            out.append(check_all(self.name, name, [
+                ("mean", mean >= EFF_MEAN_MIN, f"{mean:.2%}"), ("minimum", low >= EFF_FLOOR, f"{low:.2%}")]))
+
+        name = "frugal `none`: peak RSS ≤ glibc's"
+        gate = frugal_gate(res, self.name, name, ["none"])
+        if gate:
+            out.append(gate)
+        elif not res.has("glibc") or res.failed_cells("glibc", ["none"]):
+            out.append(Verdict(self.name, name, NA, "glibc was not measured"))
+        else:
+            f, g = res.m(FRUGAL, "none", "maxrss"), res.m("glibc", "none", "maxrss")
+            out.append(check_all(self.name, name, [("peak RSS", f <= g, f"{f / MiB:.1f} MiB vs glibc {g / MiB:.1f} MiB")]))
+        return out
+
+    def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
+        head = ["allocator"] + [f"{p}" for p in POLICIES]
+        rows_eff, rows_rss = [], []
+        for a in res.allocators:
+            rows_eff.append([a] + [f"{fmt(100 * res.m(a, p, 'eff_mean'), 1)} % (min {fmt(100 * res.m(a, p, 'eff_min_late'), 1)})"
+                                   for p in POLICIES])
+            rows_rss.append([a] + [f"{fmt(res.m(a, p, 'maxrss') / MiB, 1)} MiB / {fmt(100 * res.m(a, p, 'requested_over_peak_rss'), 0)} %"
+                                   for p in POLICIES])
+        return [
+            ("Efficiency, requested / handed out: mean over the run (minimum after step 1000)", head, rows_eff),
+            ("Peak RSS / true efficiency (peak bytes requested / peak RSS)", head, rows_rss),
+        ]
+
+
+# =============================================================================================
+def fifo_sizes() -> list[tuple[str, int]]:
+    """(series, size): every size as a power of two, and as a power of two minus 32 where that
+    leaves at least 32 bytes (16 - 32 and 32 - 32 are not sizes)."""
+    out = [("pow2", s) for s in POW2_SIZES]
+    out += [("pow2-32", s - 32) for s in POW2_SIZES if s - 32 >= 32]
+    return out
+
+
+class Fifo(Experiment):
+    def __init__(self) -> None:
+        super().__init__("fifo", "Long runs, many GiB, unlucky sizes", "2",
+                         "Push blocks of one size until T bytes are live, pop them all (FIFO), R "
+                         "rounds in one process; each size as a power of two and as one minus 32. "
+                         "Plus the seed's own STL benchmark: std::function with 2 or 3 captured "
+                         "40-character strings in std::queue / list / deque.")
+
+    def params(self, ctx: Context) -> dict[str, Any]:
+        p = FIFO_MODES[ctx.mode]
+        return {"T (bytes live)": size_label(p["total"]), "R (rounds)": p["rounds"],
+                "sizes": [size_label(s) for _, s in fifo_sizes()], "STL entries": p["stl_entries"],
+                "repetitions": 1}
+
+    def cells(self, ctx: Context) -> list[Cell]:
+        p = FIFO_MODES[ctx.mode]
+        # One repetition: the rounds repeat inside the process (LAB.md).
+        cells = [Cell(self.name, f"{series}/{size}", "fifo",
+                      ("--size", str(size), "--total", str(p["total"]), "--rounds", str(p["rounds"])), 1,
+                      info={"kind": "c", "series": series, "size": size})
+                 for series, size in fifo_sizes()]
+        for c in STL_CONTAINERS:
+            for n in (2, 3):
+                cells.append(Cell(self.name, f"stl/{c}/{n}", "fifo_stl",
+                                  ("--container", c, "--strings", str(n), "--entries", str(p["stl_entries"]),
+                                   "--rounds", str(p["rounds"])), 1,
+                                  info={"kind": "stl", "container": c, "strings": n}))
+        return cells
+
+    def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
+        rounds = [r for r in s.records if "round" in r]
+        fin = final_record(s)
+        ns = [float(r["push_ns"] + r["pop_ns"]) for r in rounds]
+        per = [float(r.get("ns_per_block", r.get("ns_per_entry", math.nan))) for r in rounds]
+        m = base_metrics(s)
+        m.update({
+            "ns_per_item": stats.median(per),
+            "first_round_s": ns[0] / 1e9 if ns else math.nan,
+            "last_round_s": ns[-1] / 1e9 if ns else math.nan,
+            "last_over_first": ns[-1] / ns[0] if ns and ns[0] else math.nan,
+            "rss_start": float(fin.get("rss_start", math.nan)),
+            "rss_after_pop": float(fin.get("rss_after_pop", math.nan)),
+            "rss_after_trim": float(fin.get("rss_after_trim", math.nan)),
+        })
+        m["trim_delta"] = m["rss_after_trim"] - m["rss_start"]
+        if cell.info.get("kind") == "c":
+            m["ns_per_byte"] = m["ns_per_item"] / cell.info["size"]
+        return m, {"round_s": [v / 1e9 for v in ns]}
+
+    def c_cells(self, res: ExpResult, series: str | None = None) -> list[str]:
+        return [c for c in res.cells if res.info.get(c, {}).get("kind") == "c"
+                and (series is None or res.info[c]["series"] == series)]
+
+    def stl_cells(self, res: ExpResult) -> list[str]:
+        return [c for c in res.cells if res.info.get(c, {}).get("kind") == "stl"]
+
+    def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
+        out: list[Verdict] = []
+        c_cells = self.c_cells(res)
+        name = f"frugal: last round / first round ≤ {LAST_FIRST_MAX} at every size"
+        gate = frugal_gate(res, self.name, name, c_cells)
+        out.append(gate or check_all(self.name, name, [
+            (size_label(res.info[c]["size"]), res.m(FRUGAL, c, "last_over_first") <= LAST_FIRST_MAX,
+             f"{res.m(FRUGAL, c, 'last_over_first'):.2f}") for c in c_cells]))
+
+        name = f"frugal: no cliff (ns/byte ≤ {CLIFF_FACTOR} × geometric mean of the neighbouring sizes)"
+        gate = frugal_gate(res, self.name, name, c_cells)
+        if gate:
+            out.append(gate)
+        else:
+            checks = []
+            for series in ("pow2", "pow2-32"):
+                cs = sorted(self.c_cells(res, series), key=lambda c: res.info[c]["size"])
+                for lo, mid, hi in zip(cs, cs[1:], cs[2:]):
+                    v = res.m(FRUGAL, mid, "ns_per_byte")
+                    g = math.sqrt(res.m(FRUGAL, lo, "ns_per_byte") * res.m(FRUGAL, hi, "ns_per_byte"))
+                    checks.append((size_label(res.info[mid]["size"]), v <= CLIFF_FACTOR * g, f"{v / g:.2f}× neighbours"))
+            out.append(check_all(self.name, name, checks))
+
+        name = "frugal: RSS after trim within 16 MiB of where it started"
+        cells = c_cells + self.stl_cells(res)
+        gate = frugal_gate(res, self.name, name, cells)
+        out.append(gate or check_all(self.name, name, [
+            (self.label(res, c), abs(res.m(FRUGAL, c, "trim_delta")) <= TRIM_SLACK,
+             f"{res.m(FRUGAL, c, 'trim_delta') / MiB:+.1f} MiB") for c in cells]))
+        return out
+
+    def label(self, res: ExpResult, cell: str) -> str:
+        info = res.info.get(cell, {})
+        if info.get("kind") == "c":
+            return size_label(info["size"])
+        return f"{info.get('container')} ×{info.get('strings')} strings"
+
+    def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
+        head = ["size"] + res.allocators
+        cells = sorted(self.c_cells(res), key=lambda c: res.info[c]["size"])
+        t1 = [[self.label(res, c)] + [f"{fmt(res.m(a, c, 'ns_per_item'), 1)} ({fmt(res.m(a, c, 'last_over_first'))})"
+                                      for a in res.allocators] for c in cells]
+        stl = self.stl_cells(res)
+        t2 = [[self.label(res, c)] + [f"{fmt(res.m(a, c, 'ns_per_item'), 1)} ({fmt(res.m(a, c, 'last_over_first'))})"
+                                      for a in res.allocators] for c in stl]
+        t3 = [[self.label(res, c)] + [f"{fmt(res.m(a, c, 'rss_after_pop') / MiB, 1)} → {fmt(res.m(a, c, 'rss_after_trim') / MiB, 1)}"
+                                      for a in res.allocators] for c in cells + stl]
+        return [
+            ("ns per block, median round (last round / first round)", head, t1),
+            ("STL: ns per entry, median round (last / first)", ["container"] + res.allocators, t2),
+            ("RSS after the final pop → after trim (MiB)", ["cell"] + res.allocators, t3),
+        ]
+
+
+# =============================================================================================
+class Bigbuf(Experiment):
+    def __init__(self) -> None:
+        super().__init__("bigbuf", "The hidden costs of big blocks", "3",
+                         "K × (malloc(B), use, free) for B = 1, 8, 32, 128 MiB: untouched, touched "
+                         "(a byte per 4 KiB page), filled (memset), reuse (one block, the lower bound). "
+                         "Costs per MiB per iteration; then the process idles (a small malloc/free "
+                         "every 10 ms) for twice frugal's decay time and its RSS is read.")
+
+    def wait_ms(self, ctx: Context) -> int:
+        return SMOKE_WAIT_MS if ctx.mode == "smoke" else min(2 * ctx.decay_ms, MAX_WAIT_MS)
+
+    def params(self, ctx: Context) -> dict[str, Any]:
+        return {"B": [size_label(b) for b in BIG_SIZES], "K (iterations)": BIG_ITERS[ctx.mode],
+                "idle wait (ms)": self.wait_ms(ctx), "decay (ms)": f"{ctx.decay_ms} ({ctx.decay_source})",
+                "repetitions": ctx.reps}
+
+    def cells(self, ctx: Context) -> list[Cell]:
+        k = str(BIG_ITERS[ctx.mode])
+        cells = [Cell(self.name, f"{v}/{b // MiB}", "bigbuf", ("--size", str(b), "--variant", v, "--iters", k),
+                      ctx.reps, info={"variant": v, "size": b}) for b in BIG_SIZES for v in BIG_VARIANTS]
+        # The return-to-the-OS runs only measure memory, so they run side by side (their idle
+        # waits overlap) in a phase of their own.
+        cells += [Cell(self.name, f"return/{b // MiB}", "bigbuf",
+                       ("--size", str(b), "--variant", "touched", "--iters", k, "--wait-ms", str(self.wait_ms(ctx))),
+                       ctx.reps, parallel=True, info={"variant": "return", "size": b}) for b in BIG_SIZES]
+        return cells
+
+    def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
+        its = [r for r in s.records if "iter" in r]
+        fin = final_record(s)
+        mib = cell.info["size"] / MiB
+        k = max(len(its), 1)
+        steady = its[1:] if len(its) > 1 else its
+
+        def per_mib_us(rows: list[dict], key: str | None = None) -> float:
+            if not rows:
+                return math.nan
+            tot = [(r["alloc_ns"] + r["touch_ns"] + r["free_ns"]) if key is None else r[key] for r in rows]
+            return sum(tot) / len(tot) / 1000 / mib
+
+        m = base_metrics(s)
+        m.update({
+            "us_per_mib": per_mib_us(steady),
+            "us_per_mib_all": per_mib_us(its),
+            "alloc_us_per_mib": per_mib_us(steady, "alloc_ns"),
+            "touch_us_per_mib": per_mib_us(steady, "touch_ns"),
+            "free_us_per_mib": per_mib_us(steady, "free_ns"),
+            "faults_per_mib_first": its[0]["minflt"] / mib if its else math.nan,
+            "faults_per_mib_steady": (sum(r["minflt"] for r in steady) / len(steady) / mib) if steady else math.nan,
+            "outside_cpu_us_per_mib": (s.user + s.sys) * 1e6 / k / mib,
+            "outside_sys_us_per_mib": s.sys * 1e6 / k / mib,
+            "outside_faults_per_mib": s.minflt / k / mib,
+            "rss_start": float(fin.get("rss_start", math.nan)),
+            "rss_after_loop": float(fin.get("rss_after_loop", math.nan)),
+            "rss_after_wait": float(fin.get("rss_after_wait", math.nan)),
+            "rss_after_trim": float(fin.get("rss_after_trim", math.nan)),
+        })
+        return m, {}
+
+    def cells_of(self, res: ExpResult, variant: str) -> list[str]:
+        return sorted([c for c in res.cells if res.info.get(c, {}).get("variant") == variant],
+                      key=lambda c: res.info[c]["size"])
+
+    def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
+        out: list[Verdict] = []
+        touched, reuse = self.cells_of(res, "touched"), self.cells_of(res, "reuse")
+        name = f"frugal: `touched` costs ≤ {TOUCHED_OVER_REUSE} × `reuse` per MiB (iterations after the first)"
+        gate = frugal_gate(res, self.name, name, touched + reuse)
+        if gate:
+            out.append(gate)
+        else:
+            checks = []
+            for t, r in zip(touched, reuse):
+                ratio = res.m(FRUGAL, t, "us_per_mib") / res.m(FRUGAL, r, "us_per_mib")
+                checks.append((size_label(res.info[t]["size"]), ratio <= TOUCHED_OVER_REUSE, f"{ratio:.2f}×"))
+            out.append(check_all(self.name, name, checks))
+
+        name = f"frugal: ~0 minor faults per iteration after the first (< {FAULTS_PER_MIB_MAX:g} per MiB)"
+        gate = frugal_gate(res, self.name, name, touched)
+        out.append(gate or check_all(self.name, name, [
+            (size_label(res.info[t]["size"]), res.m(FRUGAL, t, "faults_per_mib_steady") < FAULTS_PER_MIB_MAX,
+             f"{res.m(FRUGAL, t, 'faults_per_mib_steady'):.2f}/MiB") for t in touched]))
+
+        ret = self.cells_of(res, "return")
+        name = "frugal: RSS after the idle wait ≤ start + one block"
+        gate = frugal_gate(res, self.name, name, ret)
+        checks = []
+        for c in ret:
+            over = res.m(FRUGAL, c, "rss_after_wait") - res.m(FRUGAL, c, "rss_start")
+            checks.append((size_label(res.info[c]["size"]), over <= res.info[c]["size"], f"start {over / MiB:+.1f} MiB"))
+        out.append(gate or check_all(self.name, name, checks))
+        return out
+
+    def scored_cells(self, res: ExpResult) -> list[str]:
+        return [c for c in res.cells if res.info.get(c, {}).get("variant") != "return"]
+
+    def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
+        tables: list[Table] = []
+        head = ["variant / B"] + res.allocators
+        rows = []
+        for v in BIG_VARIANTS:
+            for c in self.cells_of(res, v):
+                rows.append([f"{v} {size_label(res.info[c]['size'])}"] + [
+                    f"{fmt(res.m(a, c, 'us_per_mib'), 1)} / {fmt(res.m(a, c, 'faults_per_mib_steady'), 1)} / "
+                    f"{fmt(res.m(a, c, 'outside_cpu_us_per_mib'), 1)}" for a in res.allocators])
+        tables.append(("Inside µs per MiB per iteration (after the first) / minor faults per MiB per iteration "
+                       "(after the first) / outside user+sys µs per MiB per iteration", head, rows))
+        rows = []
+        for c in self.cells_of(res, "return"):
+            rows.append([size_label(res.info[c]["size"])] + [
+                f"{fmt(res.m(a, c, 'rss_start') / MiB, 1)} → {fmt(res.m(a, c, 'rss_after_wait') / MiB, 1)} → "
+                f"{fmt(res.m(a, c, 'rss_after_trim') / MiB, 1)}" for a in res.allocators])
+        tables.append((f"RSS (MiB) at start → after idling {self.wait_ms(ctx)} ms → after trim", ["B"] + res.allocators, rows))
+        return tables
+
+
+# =============================================================================================
+def thread_counts(ctx: Context) -> list[int]:
+    c = ctx.cores
+    if ctx.mode == "smoke":
+        return [1, 2]
+    if ctx.mode == "quick":  # LAB.md: 1, 2, 4 x cores; plus cores, which the verdicts compare
+        return sorted({1, 2, c, 4 * c})
+    return sorted(set(range(1, c + 1)) | {2 * c, 4 * c})
+
+
+class Threads(Experiment):
+    def __init__(self) -> None:
+        super().__init__("threads", "A global heap without traffic jams", "4",
+                         "N threads share X objects of size S in batches of 1,000 (allocate, write "
+                         "first and last word, free); X is fixed per size, so perfect scaling halves "
+                         "the time when N doubles up to the core count. Also the seed's own designs "
+                         "over each allocator (global-mutex, mutex-array) and a cross-thread queue "
+                         "(N/2 producers allocate, N/2 consumers free).")
+
+    def params(self, ctx: Context) -> dict[str, Any]:
+        objs = THREAD_OBJECTS[ctx.mode]
+        return {"cores": ctx.cores, "N": thread_counts(ctx),
+                "X per size": {size_label(s): objs[s] for s in THREAD_SIZES},
+                "seed designs at": [size_label(s) for s in self.design_sizes(ctx)], "repetitions": ctx.reps}
+
+    def design_sizes(self, ctx: Context) -> tuple[int, ...]:
+        # Quick mode runs the seed's designs at 1 KiB only: the seed's own chart is for 1 KiB,
+        # and a global mutex under contention is too slow for the 5-minute budget at all sizes.
+        return (1 * KiB,) if ctx.mode == "quick" else THREAD_SIZES
+
+    def cells(self, ctx: Context) -> list[Cell]:
+        cells = []
+        objs = THREAD_OBJECTS[ctx.mode]
+
+        def add(variant: str, size: int, n: int) -> None:
+            cells.append(Cell(self.name, f"{variant}/{size}/{n}", "threads",
+                              ("--threads", str(n), "--size", str(size), "--objects", str(objs[size]), "--variant", variant),
+                              ctx.reps, info={"variant": variant, "size": size, "threads": n, "objects": objs[size]}))
+
+        for size in THREAD_SIZES:
+            for n in thread_counts(ctx):
+                add("malloc", size, n)
+        for size in self.design_sizes(ctx):
+            for v in SEED_DESIGNS:
+                for n in thread_counts(ctx):
+                    add(v, size, n)
+        for size in THREAD_SIZES:
+            for n in thread_counts(ctx):
+                if n >= 2:
+                    add("cross", size, n)
+        return cells
+
+    def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
+        rec = next((r for r in s.records if "wall_ns" in r), {})
+        m = base_metrics(s)
+        t = rec.get("wall_ns", math.nan) / 1e9
+        m["time"] = t
+        m["throughput"] = cell.info["objects"] / t if t else math.nan
+        return m, {}
+
+    def cell(self, variant: str, size: int, n: int) -> str:
+        return f"{variant}/{size}/{n}"
+
+    def counts(self, res: ExpResult, variant: str, size: int) -> list[int]:
+        return sorted(res.info[c]["threads"] for c in res.cells
+                      if res.info.get(c, {}).get("variant") == variant and res.info[c]["size"] == size)
+
+    def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
+        out: list[Verdict] = []
+        plain = [c for c in res.cells if res.info.get(c, {}).get("variant") == "malloc"]
+        name = f"frugal: speedup ≥ {SCALING_FACTOR} × min(N, cores)"
+        gate = frugal_gate(res, self.name, name, plain)
+        if gate:
+            out.append(gate)
+        else:
+            checks = []
+            for size in THREAD_SIZES:
+                t1 = res.m(FRUGAL, self.cell("malloc", size, 1), "time")
+                for n in self.counts(res, "malloc", size):
+                    if n == 1:
+                        continue
+                    sp = t1 / res.m(FRUGAL, self.cell("malloc", size, n), "time")
+                    want = SCALING_FACTOR * min(n, ctx.cores)
+                    checks.append((f"{size_label(size)} N={n}", sp >= want, f"{sp:.2f} (≥ {want:.2f})"))
+            out.append(check_all(self.name, name, checks))
+
+        name = "frugal: at 4 × cores no worse than at cores"
+        gate = frugal_gate(res, self.name, name, plain)
+        if gate:
+            out.append(gate)
+        else:
+            checks = []
+            for size in THREAD_SIZES:
+                a = res.m(FRUGAL, self.cell("malloc", size, ctx.cores), "time")
+                b = res.m(FRUGAL, self.cell("malloc", size, 4 * ctx.cores), "time")
+                if not (math.isnan(a) or math.isnan(b)):
+                    checks.append((size_label(size), b <= a, f"{b:.3f} s vs {a:.3f} s"))
+            out.append(check_all(self.name, name, checks))
+
+        cross = [c for c in res.cells if res.info.get(c, {}).get("variant") == "cross"]
+        name = "frugal: cross-thread throughput ≥ mimalloc's"
+        gate = frugal_gate(res, self.name, name, cross)
+        if gate:
+            out.append(gate)
+        elif not res.has("mimalloc") or res.failed_cells("mimalloc", cross):
+            out.append(Verdict(self.name, name, NA, "mimalloc was not measured"))
+        else:
+            checks = []
+            for c in cross:
+                f, mi = res.m(FRUGAL, c, "throughput"), res.m("mimalloc", c, "throughput")
+                i = res.info[c]
+                checks.append((f"{size_label(i['size'])} N={i['threads']}", f >= mi, f"{f / mi:.2f}× mimalloc"))
+            out.append(check_all(self.name, name, checks))
+        return out
+
+    def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
+        tables: list[Table] = []
+        base = {s: res.m("glibc", self.cell("malloc", s, 1), "time") for s in THREAD_SIZES}
+        for variant, caption in (("malloc", "malloc/free: time (s), speedup against 1 thread, time relative to glibc at 1 thread"),
+                                 ("global-mutex", "Seed's X allocator (global mutex) over each allocator: time (s) / relative to glibc malloc at 1 thread"),
+                                 ("mutex-array", "Seed's pooled X allocator (mutex per thread id): time (s) / relative to glibc malloc at 1 thread")):
+            rows = []
+            for size in THREAD_SIZES:
+                for n in self.counts(res, variant, size):
+                    row: list[Any] = [f"{size_label(size)} N={n}"]
+                    for a in res.allocators:
+                        t = res.m(a, self.cell(variant, size, n), "time")
+                        t1 = res.m(a, self.cell("malloc", size, 1), "time")
+                        rel = t / base[size] if base[size] else math.nan
+                        row.append(f"{fmt(t, 3)} ×{fmt(t1 / t)} ({fmt(100 * rel, 0)} %)" if variant == "malloc"
+                                   else f"{fmt(t, 3)} ({fmt(100 * rel, 0)} %)")
+                    rows.append(row)
+            if rows:
+                tables.append((caption, ["cell"] + res.allocators, rows))
+        rows = []
+        for size in THREAD_SIZES:
+            for n in self.counts(res, "cross", size):
+                c = self.cell("cross", size, n)
+                rows.append([f"{size_label(size)} N={n}"] + [
+                    f"{fmt(res.m(a, c, 'throughput') / 1e6, 2)} M/s, {fmt(res.m(a, c, 'maxrss') / MiB, 0)} MiB"
+                    for a in res.allocators])
+        if rows:
+            tables.append(("Cross-thread (producers allocate, consumers free): objects per second, peak RSS",
+                           ["cell"] + res.allocators, rows))
+        return tables
+
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (Bufcache(), Fifo(), Bigbuf(), Threads())}
+Reduce = Callable[[Cell, Sample], tuple[dict[str, float], dict[str, list]]]

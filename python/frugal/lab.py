@@ -1,0 +1,132 @@
+"""The data every experiment works on: the run's context, one experiment's results as
+medians per allocator and cell, and verdicts. Kept free of running and plotting so that the
+verdict logic can be tested on synthetic results."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import stats
+
+FRUGAL = "frugal"
+PASS, FAIL, NA = "pass", "fail", "n/a"
+MiB = 1 << 20
+
+
+@dataclass
+class Context:
+    """What a run's cells depend on besides the experiment."""
+
+    mode: str = "quick"  # quick | full | smoke
+    cores: int = 2
+    decay_ms: int = 1000  # frugal's decay time: bigbuf idles for twice this
+    decay_source: str = "default"
+
+    @property
+    def reps(self) -> int:
+        return {"quick": 3, "full": 5, "smoke": 1}[self.mode]
+
+
+@dataclass
+class Verdict:
+    experiment: str
+    name: str
+    status: str  # pass | fail | n/a
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+Metrics = dict[str, float]
+
+
+@dataclass
+class ExpResult:
+    """One experiment's results. `med[alloc][cell][metric]` is the median over repetitions,
+    `spread` the same shape; `series[alloc][cell][name]` holds curves from one representative
+    run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order."""
+
+    name: str
+    allocators: list[str]
+    cells: list[str]
+    med: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    spread: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    series: dict[str, dict[str, dict[str, list]]] = field(default_factory=dict)
+    errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    info: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell -> its parameters
+
+    def m(self, alloc: str, cell: str, metric: str) -> float:
+        v = self.med.get(alloc, {}).get(cell, {}).get(metric)
+        return math.nan if v is None else float(v)
+
+    def has(self, alloc: str) -> bool:
+        return alloc in self.allocators and bool(self.med.get(alloc))
+
+    def failed_cells(self, alloc: str, cells: list[str] | None = None) -> list[str]:
+        errs = self.errors.get(alloc, {})
+        return [c for c in (cells if cells is not None else self.cells) if errs.get(c)]
+
+    def first_error(self, alloc: str, cell: str) -> str:
+        errs = self.errors.get(alloc, {}).get(cell) or [""]
+        return errs[0]
+
+    def to_json(self) -> dict:
+        return {
+            "allocators": self.allocators,
+            "cells": self.cells,
+            "info": self.info,
+            "median": self.med,
+            "spread": self.spread,
+            "series": self.series,
+            "errors": self.errors,
+        }
+
+
+def frugal_gate(res: ExpResult, exp: str, name: str, cells: list[str]) -> Verdict | None:
+    """The verdict to give when frugal cannot be judged: absent (n/a) or failed runs (fail)."""
+    if FRUGAL not in res.allocators:
+        return Verdict(exp, name, NA, "frugal was not measured")
+    bad = res.failed_cells(FRUGAL, cells)
+    if bad:
+        return Verdict(exp, name, FAIL, f"frugal failed in {bad[0]}: {res.first_error(FRUGAL, bad[0])}")
+    if not res.has(FRUGAL):
+        return Verdict(exp, name, FAIL, "frugal produced no results")
+    return None
+
+
+def check_all(exp: str, name: str, checks: list[tuple[str, bool, str]]) -> Verdict:
+    """A verdict that passes when every (point, ok, text) check passes; the detail names the
+    failing points, or summarises the passing ones."""
+    if not checks:
+        return Verdict(exp, name, NA, "nothing to check")
+    failing = [(p, t) for p, ok, t in checks if not ok]
+    if failing:
+        shown = "; ".join(f"{p}: {t}" for p, t in failing[:4])
+        more = f" (+{len(failing) - 4} more)" if len(failing) > 4 else ""
+        return Verdict(exp, name, FAIL, f"{len(failing)}/{len(checks)} fail — {shown}{more}")
+    worst = checks[-1]
+    return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]})")
+
+
+def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:
+    """Per allocator: the geometric means over `cells` of median wall time and peak RSS, and
+    each as a ratio to the best of the other allocators (< 1 means this one wins)."""
+    raw: dict[str, dict[str, float]] = {}
+    for a in res.allocators:
+        if not res.has(a) or res.failed_cells(a, cells):
+            continue
+        raw[a] = {
+            "time": stats.geomean(res.m(a, c, "wall") for c in cells),
+            "rss": stats.geomean(res.m(a, c, "maxrss") for c in cells),
+        }
+    out: dict[str, dict[str, float]] = {}
+    for a, v in raw.items():
+        others = [w for b, w in raw.items() if b != a]
+        out[a] = dict(v)
+        for k in ("time", "rss"):
+            best = min((o[k] for o in others if not math.isnan(o[k])), default=math.nan)
+            out[a][f"{k}_ratio"] = v[k] / best if best and not math.isnan(best) else math.nan
+    return out

@@ -1,0 +1,185 @@
+"""report.md and report.html: the summary line, frugal's verdicts, and per experiment its
+parameters, plot and tables. Tables are tabulate's; the HTML page is one template."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tabulate import tabulate
+
+from .plots import plot
+
+if TYPE_CHECKING:
+    from .bench import LabRun
+
+BADGE = {"pass": "PASS", "fail": "FAIL", "n/a": "n/a"}
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1d2330; background: #f4f6f9;
+       margin: 0; }
+main { max-width: 1280px; margin: 0 auto; padding: 24px 32px 64px; }
+header { background: #1d2a3a; color: #fff; padding: 22px 32px; }
+header h1 { margin: 0 0 4px; font-size: 24px; }
+header p { margin: 0; color: #c5d0dd; }
+h2 { margin: 36px 0 8px; font-size: 20px; border-bottom: 2px solid #d5dbe3; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+section { background: #fff; border-radius: 8px; box-shadow: 0 1px 3px rgba(0,0,0,.08); padding: 4px 24px 20px;
+          margin-top: 24px; }
+table { border-collapse: collapse; margin: 8px 0 12px; font-variant-numeric: tabular-nums; font-size: 13px; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #e3e7ed; text-align: right; white-space: nowrap; }
+th { background: #eef1f5; font-weight: 600; }
+td:first-child, th:first-child { text-align: left; }
+.scroll { overflow-x: auto; }
+img { max-width: 100%; border: 1px solid #e3e7ed; border-radius: 6px; margin: 8px 0; }
+.badge { display: inline-block; min-width: 38px; text-align: center; font-weight: 700; font-size: 12px;
+         border-radius: 4px; padding: 1px 6px; margin-right: 8px; color: #fff; }
+.pass { background: #2e9d4b; } .fail { background: #d33b3b; } .na { background: #9aa3ae; }
+ul.verdicts { list-style: none; padding: 0; margin: 6px 0; }
+ul.verdicts li { margin: 5px 0; }
+.detail { color: #5b6573; font-size: 12.5px; }
+.params { color: #3b4554; font-size: 13px; }
+.params code { background: #eef1f5; padding: 1px 4px; border-radius: 3px; }
+.note { color: #5b6573; font-size: 13px; }
+.err { color: #b02a2a; font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; }
+"""
+
+
+def param_text(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {x}" for k, x in v.items())
+    return str(v)
+
+
+def meta_lines(lab: "LabRun") -> list[str]:
+    m = lab.meta
+    mach = m.get("machine", {})
+    found = ", ".join(a["name"] for a in m.get("allocators", []) if a["available"])
+    skipped = "; ".join(f"{a['name']} ({a['reason']})" for a in m.get("allocators", []) if not a["available"])
+    lines = [
+        f"{m.get('mode', '?')} mode · {m.get('started', '')} · {m.get('duration_s', 0):.0f} s · "
+        f"{mach.get('cores', '?')} cores · {mach.get('cpu', '')} · Linux {mach.get('kernel', '')}",
+        f"Allocators measured: {found or 'none'}" + (f" · skipped: {skipped}" if skipped else ""),
+    ]
+    if m.get("mode") != "full":
+        lines.append("Sizes are scaled down from the seeds' (see each experiment's parameters); "
+                     "`frugal bench --full` runs the seeds' own sizes.")
+    return lines
+
+
+def summary_table(lab: "LabRun") -> tuple[list[str], list[list[str]]]:
+    from .bench import summary_rows
+
+    return ["experiment"] + lab.measured + ["frugal verdicts"], summary_rows(lab)
+
+
+def errors_of(lab: "LabRun", name: str) -> list[str]:
+    res = lab.results.get(name)
+    if not res:
+        return []
+    out = []
+    for a, cells in res.errors.items():
+        for cell, errs in cells.items():
+            for e in errs:
+                out.append(f"{a} · {cell}: {e}")
+    return out
+
+
+def write_reports(lab: "LabRun", out: Path) -> dict[str, Path]:
+    """Plot every experiment, then write report.md and report.html; returns the images."""
+    out.mkdir(parents=True, exist_ok=True)
+    images: dict[str, Path] = {}
+    for e in lab.experiments:
+        res = lab.results.get(e.name)
+        if res is None:
+            continue
+        path = out / f"{e.name}.png"
+        plot(e.name, res, lab.ctx, path)
+        images[e.name] = path
+    (out / "report.md").write_text(markdown(lab, images))
+    (out / "report.html").write_text(html_page(lab, images))
+    return images
+
+
+def markdown(lab: "LabRun", images: dict[str, Path]) -> str:
+    parts = ["# frugal seed lab", ""]
+    parts += [f"{line}  " for line in meta_lines(lab)]
+    head, rows = summary_table(lab)
+    parts += ["", "## Summary", "",
+              "Time and peak RSS of each allocator as a ratio to the best of the others "
+              "(geometric mean over the experiment's cells; < 1.00 wins).", "",
+              tabulate(rows, head, tablefmt="github"), "", "### frugal's verdicts", ""]
+    for v in lab.all_verdicts():
+        parts.append(f"- **{BADGE[v.status]}** {v.experiment}: {v.name} — {v.detail}")
+    for i, e in enumerate(lab.experiments, 1):
+        res = lab.results.get(e.name)
+        parts += ["", f"## {i}. {e.name} — {e.title} (seed {e.seed})", "", e.about, ""]
+        parts += [f"- {k}: {param_text(v)}" for k, v in e.params(lab.ctx).items()]
+        parts += [""] + [f"- **{BADGE[v.status]}** {v.name} — {v.detail}" for v in lab.verdicts.get(e.name, [])]
+        if e.name in images:
+            parts += ["", f"![{e.name}]({images[e.name].name})"]
+        if res is not None:
+            for caption, head, rows in e.tables(res, lab.ctx):
+                parts += ["", f"**{caption}**", "", tabulate(rows, head, tablefmt="github")]
+        errs = errors_of(lab, e.name)
+        if errs:
+            parts += ["", "**Failed runs**", ""] + [f"- `{x[:300]}`" for x in errs[:20]]
+    parts += ["", f"Raw and summarised numbers: `results.json`. Command: `{lab.meta.get('command', '')}`", ""]
+    return "\n".join(parts)
+
+
+def verdict_html(vs: list[Any]) -> str:
+    items = []
+    for v in vs:
+        cls = {"pass": "pass", "fail": "fail"}.get(v.status, "na")
+        items.append(f'<li><span class="badge {cls}">{BADGE[v.status]}</span>{html.escape(v.name)}'
+                     f' <span class="detail">— {html.escape(v.detail)}</span></li>')
+    return '<ul class="verdicts">' + "".join(items) + "</ul>"
+
+
+def table_html(head: list[str], rows: list[list[Any]]) -> str:
+    body = tabulate([[html.escape(str(c)) for c in r] for r in rows], [html.escape(h) for h in head],
+                    tablefmt="unsafehtml")
+    return f'<div class="scroll">{body}</div>'
+
+
+def html_page(lab: "LabRun", images: dict[str, Path]) -> str:
+    head, rows = summary_table(lab)
+    meta = "".join(f"<p>{html.escape(line)}</p>" for line in meta_lines(lab))
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>frugal seed lab</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<header><h1>frugal seed lab</h1>{meta}</header><main>",
+        "<section><h2>Summary</h2><p class='note'>Time and peak RSS of each allocator as a ratio to the "
+        "best of the others (geometric mean over the experiment's cells; &lt; 1.00 wins).</p>",
+        table_html(head, rows),
+        "<h3>frugal's verdicts (LAB.md)</h3>",
+        verdict_html(lab.all_verdicts()),
+        "</section>",
+    ]
+    for i, e in enumerate(lab.experiments, 1):
+        res = lab.results.get(e.name)
+        params = " · ".join(f"{html.escape(k)}: <code>{html.escape(param_text(v))}</code>"
+                            for k, v in e.params(lab.ctx).items())
+        parts += [f"<section><h2>{i}. {html.escape(e.name)} — {html.escape(e.title)} "
+                  f"<span class='note'>(seed {e.seed})</span></h2>",
+                  f"<p>{html.escape(e.about)}</p><p class='params'>{params}</p>",
+                  verdict_html(lab.verdicts.get(e.name, []))]
+        if e.name in images:
+            parts.append(f"<img src='{html.escape(images[e.name].name)}' alt='{html.escape(e.name)} plot'>")
+        if res is not None:
+            for caption, thead, trows in e.tables(res, lab.ctx):
+                parts += [f"<h3>{html.escape(caption)}</h3>", table_html(thead, trows)]
+        errs = errors_of(lab, e.name)
+        if errs:
+            parts += ["<h3>Failed runs</h3>"] + [f"<div class='err'>{html.escape(x[:300])}</div>" for x in errs[:20]]
+        parts.append("</section>")
+    parts += [f"<p class='note'>Raw and summarised numbers: <code>results.json</code>. Command: "
+              f"<code>{html.escape(str(lab.meta.get('command', '')))}</code></p>",
+              f"<script type='application/json' id='meta'>{html.escape(json.dumps(lab.meta))}</script>",
+              "</main></body></html>"]
+    return "\n".join(parts)
