@@ -1,0 +1,28 @@
+"""Synthetic results for the verdict and report tests: every cell of an experiment filled
+with metrics from a function, for a chosen list of allocators."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from frugal.experiments import EXPERIMENTS
+from frugal.lab import Context, ExpResult
+
+CTX = Context(mode="quick", cores=2, decay_ms=500)
+Metrics = dict[str, float]
+
+
+def make(name: str, allocators: list[str], metrics: Callable[[str, dict, str], Metrics],
+         ctx: Context = CTX) -> ExpResult:
+    exp = EXPERIMENTS[name]
+    cells = exp.cells(ctx)
+    res = ExpResult(name, allocators, [c.key for c in cells], info={c.key: dict(c.info) for c in cells})
+    for a in allocators:
+        res.med[a] = {}
+        res.errors[a] = {}
+        res.series[a] = {}
+        for c in cells:
+            m = {"wall": 1.0, "maxrss": 10.0 * (1 << 20)}
+            m.update(metrics(a, c.info, c.key))
+            res.med[a][c.key] = m
+    return res

@@ -1,0 +1,66 @@
+"""Measuring from outside: rusage capture (directly and through bench/rusage), failures,
+interleaved order."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from frugal.allocators import Allocator
+from frugal.runner import Cell, launcher_of, measure, plan
+
+# A child that prints two JSON records, burns CPU, touches ~64 MiB and exits.
+CHILD = (
+    "import json,sys\n"
+    "b = bytearray(64 << 20)\n"
+    "for i in range(0, len(b), 4096): b[i] = 1\n"
+    "print(json.dumps({'a': 1})); print(json.dumps({'final': True}))\n"
+    "sum(range(2_000_000))\n"
+)
+
+
+def test_measure_captures_rusage_and_records() -> None:
+    s = measure([sys.executable, "-c", CHILD], timeout=60)
+    assert s.ok, s.error
+    assert s.records == [{"a": 1}, {"final": True}]
+    assert s.wall > 0 and s.user > 0 and s.sys >= 0
+    assert s.maxrss >= 64 << 20
+    assert s.minflt >= (64 << 20) // 4096 // 2
+    print(f"wall {s.wall:.3f} s, user {s.user:.3f} s, maxrss {s.maxrss >> 20} MiB, {s.minflt} faults")
+
+
+def test_measure_through_launcher_reports_the_child_peak(build: Path) -> None:
+    launcher = launcher_of(build / "bench")
+    assert launcher is not None
+    small = measure([str(build / "bench" / "bufcache"), "--steps", "1000"], launcher=launcher)
+    assert small.ok, small.error
+    # Forked from Python, ru_maxrss would include this process's peak; through the launcher it
+    # is the small workload's own.
+    assert small.maxrss < 32 << 20
+    big = measure([sys.executable, "-c", CHILD], launcher=launcher)
+    assert big.ok and big.maxrss >= 64 << 20
+    print(f"bufcache peak {small.maxrss >> 10} KiB, python child peak {big.maxrss >> 20} MiB")
+
+
+def test_measure_reports_failures() -> None:
+    s = measure([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+    assert not s.ok and s.exit_code == 3 and "boom" in s.error
+    s = measure([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    assert not s.ok and "SIGSEGV" in s.error
+    s = measure([sys.executable, "-c", "print('not json')"])
+    assert not s.ok and "not JSON" in s.error
+    s = measure([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert not s.ok and "timed out" in s.error and s.wall < 10
+
+
+def test_plan_interleaves_and_rotates() -> None:
+    allocs = [Allocator(n, None) for n in ("a", "b", "c")]
+    cells = [Cell("e", "x", "p", (), 2), Cell("e", "y", "p", (), 1), Cell("e", "z", "p", (), 2, parallel=True)]
+    serial, parallel = plan(cells, allocs)
+    order = [(rep, c.key, a.name) for rep, c, a in serial]
+    # Repetition-major: every cell and allocator once before any second repetition.
+    assert [o[0] for o in order] == [0] * 6 + [1] * 3
+    # The allocator that goes first changes from cell to cell and from repetition to repetition.
+    firsts = [order[0][2], order[3][2], order[6][2]]
+    assert len(set(firsts)) > 1
+    assert len(parallel) == 6 and all(c.key == "z" for _, c, _ in parallel)
