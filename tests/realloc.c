@@ -1,0 +1,170 @@
+/* realloc.c — realloc keeps min(old, new) bytes for every pair of size classes, growing and
+ * shrinking, small <-> large, and realloc(p, huge) fails with ENOMEM leaving p intact.
+ * Sizes walk the class table from outside: 0..128 step 8, then 8 steps per doubling. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "apis.h"
+#include "check.h"
+#include "testutil.h"
+
+#define MAX_MATRIX ((size_t)4 << 20)
+/* Bytes of the old block filled past the part that must survive: enough to catch a copy
+ * that starts or ends at the wrong place, small enough that the 137^2 pairs stay quick. */
+#define SLACK 4096
+
+static size_t class_sizes(size_t *out) {
+  size_t n = 0;
+  for (size_t s = 0; s <= 128; s += 8)
+    out[n++] = s;
+  for (size_t base = 128; base < MAX_MATRIX; base *= 2)
+    for (size_t j = 1; j <= 8; j++)
+      out[n++] = base + j * (base / 8);
+  return n;
+}
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* malloc(from), fill, realloc(to): the first min(from, to) bytes must survive and the new
+ * block must be writable up to `to`. Returns 0 when good, else prints what went wrong. */
+static int one_pair(void *(*re)(void *, size_t), size_t from, size_t to, uint64_t key,
+                    int *reported) {
+  unsigned char *p = (unsigned char *)malloc(from);
+  size_t keep = min_size(from, to);
+  size_t filled = min_size(from, keep + SLACK);
+  if (!p)
+    return 1;
+  tu_fill(p, filled, key);
+  unsigned char *q = (unsigned char *)re(p, to);
+  const char *why = NULL;
+  long bad = -1;
+  if (to == 0) {
+    /* realloc(p, 0) frees p and returns NULL (glibc); nothing is kept. */
+    if (!q)
+      return 0;
+    why = "realloc(p, 0) did not return NULL";
+  } else if (!q)
+    why = "returned NULL";
+  else if ((bad = tu_verify(q, keep, key)) >= 0)
+    why = "lost contents";
+  else if (fg_usable_size(q) < to)
+    why = "usable size below the new size";
+  if (why) {
+    if ((*reported)++ < 20)
+      check_note("realloc(%zu -> %zu) %s (first bad byte %ld)", from, to, why, bad);
+    if (q)
+      free(q);
+    return 1;
+  }
+  if (to > keep)
+    q[keep] = 0x42;
+  q[to - 1] = 0x42;
+  free(q);
+  return 0;
+}
+
+/* Every ordered pair of sizes in the table, through the given realloc. */
+static void matrix(const char *name, void *(*re)(void *, size_t), const size_t *sizes, size_t n,
+                   size_t stride) {
+  int reported = 0;
+  long grow_bad = 0, shrink_bad = 0, pairs = 0;
+  for (size_t i = 0; i < n; i += stride) {
+    for (size_t j = 0; j < n; j += stride) {
+      int bad = one_pair(re, sizes[i], sizes[j], tu_mix(i * 1000 + j), &reported);
+      pairs++;
+      if (sizes[j] >= sizes[i])
+        grow_bad += bad;
+      else
+        shrink_bad += bad;
+    }
+  }
+  CHECKF(grow_bad == 0, "%s: growing keeps contents over %ld size-class pairs 0..4 MiB (%ld bad)",
+         name, pairs, grow_bad);
+  CHECKF(shrink_bad == 0,
+         "%s: shrinking keeps contents over %ld size-class pairs 0..4 MiB (%ld bad)", name, pairs,
+         shrink_bad);
+}
+
+/* Small <-> large: every table size to and from 8, 16 and 32 MiB blocks. */
+static void small_large(const size_t *sizes, size_t n) {
+  static const size_t large[] = {8u << 20, 16u << 20, 32u << 20};
+  int reported = 0;
+  long up_bad = 0, down_bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (size_t l = 0; l < sizeof large / sizeof large[0]; l++) {
+      up_bad += one_pair(realloc, sizes[i], large[l], tu_mix(i + 7 * l), &reported);
+      down_bad += one_pair(realloc, large[l], sizes[i], tu_mix(i + 11 * l), &reported);
+    }
+  }
+  CHECKF(up_bad == 0, "realloc small -> 8/16/32 MiB keeps contents for all %zu sizes (%ld bad)",
+         n, up_bad);
+  CHECKF(down_bad == 0, "realloc 8/16/32 MiB -> small keeps contents for all %zu sizes (%ld bad)",
+         n, down_bad);
+}
+
+/* One buffer grown a byte at a time, then shrunk a byte at a time: the vector pattern. */
+static void byte_steps(void) {
+  size_t top = 4096;
+  unsigned char *p = NULL;
+  int ok = 1;
+  for (size_t n = 1; n <= top && ok; n++) {
+    p = (unsigned char *)realloc(p, n);
+    if (!p) {
+      ok = 0;
+      break;
+    }
+    p[n - 1] = (unsigned char)(n * 31);
+    for (size_t i = 0; i < n; i++)
+      if (p[i] != (unsigned char)((i + 1) * 31))
+        ok = 0;
+  }
+  CHECK("realloc growing one buffer 1 -> 4096 bytes a byte at a time keeps every byte", ok);
+  for (size_t n = top - 1; n >= 1 && ok; n--) {
+    p = (unsigned char *)realloc(p, n);
+    if (!p) {
+      ok = 0;
+      break;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (p[i] != (unsigned char)((i + 1) * 31))
+        ok = 0;
+  }
+  CHECK("realloc shrinking it 4095 -> 1 bytes a byte at a time keeps every byte", ok);
+  free(p);
+}
+
+/* realloc(p, huge) for every table size: NULL, ENOMEM, p live and intact. */
+static void huge(const size_t *sizes, size_t n) {
+  long bad = 0;
+  for (size_t i = 1; i < n; i++) {
+    unsigned char *p = (unsigned char *)malloc(sizes[i]);
+    size_t filled = min_size(sizes[i], 65536);
+    tu_fill(p, filled, i);
+    errno = 0;
+    void *q = realloc(p, tu_size(i % 2 ? SIZE_MAX : (size_t)PTRDIFF_MAX + 1));
+    int e = errno;
+    if (q != NULL || e != ENOMEM || tu_verify(p, filled, i) >= 0) {
+      if (bad++ < 10)
+        check_note("realloc(p[%zu], huge) -> %p errno %d", sizes[i], q, e);
+    }
+    free(q ? q : p);
+  }
+  CHECKF(bad == 0,
+         "realloc(p, SIZE_MAX or PTRDIFF_MAX+1) -> NULL, ENOMEM, p intact for %zu sizes (%ld bad)",
+         n - 1, bad);
+}
+
+int main(void) {
+  size_t sizes[200];
+  size_t n = class_sizes(sizes);
+  check_note("%zu sizes: 0..128 step 8, then 8 per doubling up to %zu", n, sizes[n - 1]);
+  double t0 = tu_now();
+  matrix("realloc", realloc, sizes, n, 1);
+  matrix("fg_realloc (every 3rd size)", fg_realloc, sizes, n, 3);
+  small_large(sizes, n);
+  byte_steps();
+  huge(sizes, n);
+  check_note("took %.1f s", tu_now() - t0);
+  return check_finish("realloc");
+}
