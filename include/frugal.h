@@ -60,10 +60,16 @@ typedef enum fg_option_e {
   FG_OPTION_DECAY_MS,         /* FRUGAL_DECAY_MS: ms of disuse before free memory returns to the OS */
   FG_OPTION_LARGE_CACHE_MB,   /* FRUGAL_LARGE_CACHE_MB: bytes of freed large blocks kept for reuse */
   FG_OPTION_SEGMENT_CACHE_MB, /* FRUGAL_SEGMENT_CACHE_MB: bytes of empty segments kept for reuse */
+  FG_OPTION_STATS,            /* FRUGAL_STATS: ledger on, printed to stderr at exit */
+  FG_OPTION_STATS_FILE,       /* FRUGAL_STATS_FILE: ledger on, written there as JSON at exit */
+  FG_OPTION_STATS_INTERVAL_MS,/* FRUGAL_STATS_INTERVAL_MS: timeline sample period in the JSON */
+  FG_OPTION_LEAKS,            /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
   FG_OPTION_COUNT
 } fg_option_t;
 
 long fg_option_get(fg_option_t option);
+/* The text of a string option (FRUGAL_STATS_FILE), or NULL when unset. */
+const char *fg_option_get_string(fg_option_t option);
 /* Set an option at run time (tests, embedders). Values are clamped to the table's range. */
 void fg_option_set(fg_option_t option, long value);
 /* Print the options table (name, value, default, help) to stderr. */

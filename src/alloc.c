@@ -23,7 +23,9 @@ static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   return _fg_large_alloc(size, 0, false);
 }
 
-fg_export void *fg_malloc(size_t size) {
+bool _fg_ledger_on;
+
+static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
@@ -33,15 +35,35 @@ fg_export void *fg_malloc(size_t size) {
   return malloc_generic(heap, size);
 }
 
-fg_export void *fg_calloc(size_t count, size_t size) {
+void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
+
+/* Every entry point tests the ledger flag once: one predictable branch when it is off. */
+static fg_noinline void *malloc_ledger(size_t size) {
+  void *p = malloc_core(size);
+  if (p != NULL) _fg_ledger_alloc(p, size);
+  return p;
+}
+
+fg_export void *fg_malloc(size_t size) {
+  if (fg_unlikely(_fg_ledger_on)) return malloc_ledger(size);
+  return malloc_core(size);
+}
+
+void *_fg_calloc_raw(size_t count, size_t size) {
   size_t total;
   if (fg_unlikely(__builtin_mul_overflow(count, size, &total))) {
     errno = ENOMEM;
     return NULL;
   }
   if (total > FG_CLASS_MAX) return _fg_large_alloc(total, 0, true);
-  void *p = fg_malloc(total);
+  void *p = malloc_core(total);
   if (p != NULL) memset(p, 0, total);
+  return p;
+}
+
+fg_export void *fg_calloc(size_t count, size_t size) {
+  void *p = _fg_calloc_raw(count, size);
+  if (fg_unlikely(_fg_ledger_on) && p != NULL) _fg_ledger_alloc(p, count * size);
   return p;
 }
 
@@ -51,10 +73,10 @@ static size_t usable_from(fg_page_t *page, const void *p) {
   return page->block_size - off % page->block_size;
 }
 
-fg_export void *fg_realloc(void *p, size_t size) {
-  if (p == NULL) return fg_malloc(size);
+void *_fg_realloc_raw(void *p, size_t size) {
+  if (p == NULL) return malloc_core(size);
   if (size == 0) { /* glibc: free and return NULL, errno untouched */
-    fg_free(p);
+    _fg_free_raw(p, false, 0);
     return NULL;
   }
   fg_segment_t *s;
@@ -74,10 +96,29 @@ fg_export void *fg_realloc(void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  void *q = fg_malloc(size);
+  void *q = malloc_core(size);
   if (q == NULL) return NULL; /* p stays valid and intact */
   memcpy(q, p, usable < size ? usable : size);
-  fg_free(p);
+  _fg_free_raw(p, false, 0);
+  return q;
+}
+
+/* The ledger sees a realloc as a free of the old block and an allocation of the new one. */
+fg_export void *fg_realloc(void *p, size_t size) {
+  if (fg_likely(!_fg_ledger_on)) return _fg_realloc_raw(p, size);
+  size_t old = 0;
+  if (p != NULL) {
+    if (size > FG_MAX_ALLOC) { /* fails before anything moves: p stays counted */
+      errno = ENOMEM;
+      return NULL;
+    }
+    old = _fg_ledger_free(p);
+  }
+  void *q = _fg_realloc_raw(p, size);
+  if (q != NULL)
+    _fg_ledger_alloc(q, size);
+  else if (p != NULL && size != 0)
+    _fg_ledger_alloc(p, old); /* the move failed: p is still live */
   return q;
 }
 
@@ -96,18 +137,18 @@ fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
  * at page starts aligned to 64 and step by the class size. Others over-allocate within a
  * class and mark the page so free() maps the interior pointer back to its block; the rest
  * are large blocks, whose mapping is segment-aligned. */
-static void *malloc_aligned(size_t align, size_t size) {
-  if (align <= 8) return fg_malloc(size);
+void *_fg_memalign_raw(size_t align, size_t size) {
+  if (align <= 8) return malloc_core(size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
   }
   if (align <= 64) {
     size_t n = fg_align_up(size == 0 ? 1 : size, align);
-    if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) return fg_malloc(n);
+    if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) return malloc_core(n);
   }
   if (align <= FG_OS_PAGE && size + align <= FG_CLASS_MAX) {
-    uint8_t *p = fg_malloc(size + align - 8);
+    uint8_t *p = malloc_core(size + align - 8);
     if (p == NULL) return NULL;
     uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
     if (q != p) _fg_page_of(_fg_segment_of(p), p)->has_aligned = 1;
@@ -118,6 +159,12 @@ static void *malloc_aligned(size_t align, size_t size) {
     return NULL;
   }
   return _fg_large_alloc(size, align, false);
+}
+
+static void *malloc_aligned(size_t align, size_t size) {
+  void *p = _fg_memalign_raw(align, size);
+  if (fg_unlikely(_fg_ledger_on) && p != NULL) _fg_ledger_alloc(p, size);
+  return p;
 }
 
 fg_export void *fg_aligned_alloc(size_t align, size_t size) {

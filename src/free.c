@@ -131,9 +131,28 @@ static inline void free_impl(void *p, bool sized, size_t size) {
   push_local(page, p);
 }
 
-fg_export void fg_free(void *p) { free_impl(p, false, 0); }
+void _fg_free_raw(void *p, bool sized, size_t size) { free_impl(p, sized, size); }
 
-fg_export void fg_free_sized(void *p, size_t size) { free_impl(p, true, size); }
+static fg_noinline void free_ledger(void *p, bool sized, size_t size) {
+  _fg_ledger_free(p);
+  free_impl(p, sized, size);
+}
+
+fg_export void fg_free(void *p) {
+  if (fg_unlikely(_fg_ledger_on)) {
+    free_ledger(p, false, 0);
+    return;
+  }
+  free_impl(p, false, 0);
+}
+
+fg_export void fg_free_sized(void *p, size_t size) {
+  if (fg_unlikely(_fg_ledger_on)) {
+    free_ledger(p, true, size);
+    return;
+  }
+  free_impl(p, true, size);
+}
 
 fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;

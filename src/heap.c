@@ -195,6 +195,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
       return NULL;
     }
   }
+  _fg_bump(&heap->counts[FG_C_slow_allocs], 1);
   fg_page_t *page = page_find(heap, _fg_class_of(size));
   if (fg_unlikely(page == NULL)) {
     errno = ENOMEM;
@@ -271,6 +272,13 @@ static void decay_if_due(fg_heap_t *heap) {
   }
   _fg_segment_cache_collect(now, false);
   _fg_large_cache_collect(now, false);
+}
+
+/* The ledger merges every heap, live or abandoned. */
+void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg) {
+  pthread_mutex_lock(&heaps_lock);
+  for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) fn(heap, arg);
+  pthread_mutex_unlock(&heaps_lock);
 }
 
 /* ---- fork ------------------------------------------------------------------------------------- */

@@ -61,6 +61,7 @@ void _fg_process_init(void) {
   }
   _fg_secret = _fg_os_random() | 1;
   _fg_options_init();
+  _fg_stats_init();
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 

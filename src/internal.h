@@ -26,6 +26,16 @@ fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
 void _fg_write_stderr(const char *s);
 
+/* ---- counters (stats.c owns them; every layer may count) ------------------------------- */
+extern _Atomic(uint64_t) _fg_counters[FG_C_COUNT];
+static inline void _fg_count(int c, uint64_t n) {
+  atomic_fetch_add_explicit(&_fg_counters[c], n, memory_order_relaxed);
+}
+/* Owner-only counters: a relaxed load and store, no locked instruction. */
+static inline void _fg_bump(_Atomic(uint64_t) *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
 /* ---- os.c: the only file that talks to the kernel -------------------------------------- */
 void *_fg_os_alloc_aligned(size_t size, size_t align); /* NULL on failure, errno untouched */
 void _fg_os_free(void *p, size_t size);
@@ -111,6 +121,20 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
 void _fg_large_cache_collect(uint64_t now, bool force);
 void _fg_large_lock(void);
 void _fg_large_unlock(bool child);
+
+/* ---- alloc.c / free.c: the API without the ledger hook (the ledger calls these) ----------- */
+extern bool _fg_ledger_on; /* set once at process start */
+void *_fg_malloc_raw(size_t size);
+void *_fg_calloc_raw(size_t count, size_t size);
+void *_fg_realloc_raw(void *p, size_t size);
+void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
+void _fg_free_raw(void *p, bool sized, size_t size);
+
+/* ---- stats.c: the ledger ------------------------------------------------------------------ */
+void _fg_stats_init(void); /* after options: turns the ledger on if asked */
+void _fg_ledger_alloc(void *p, size_t size);
+size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
+void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */
 /* The page of a live small block, or abort with the misuse found. Sets *block to its start. */

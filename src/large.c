@@ -61,6 +61,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   fg_segment_t *s = cache_take(need, offset);
   pthread_mutex_unlock(&large_lock);
   bool fresh = s == NULL;
+  _fg_count(fresh ? FG_C_large_cache_misses : FG_C_large_cache_hits, 1);
   if (fresh) {
     _fg_process_init();
     s = _fg_segment_map_large(need);
@@ -74,6 +75,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
       return NULL;
     }
   }
+  if (fresh) _fg_count(FG_C_fresh_large_bytes, size);
   s->large_offset = offset;
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
@@ -106,7 +108,10 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
     cached_bytes += s->mapped;
   }
   pthread_mutex_unlock(&large_lock);
-  if (!keep) _fg_segment_unmap(s);
+  if (!keep) {
+    _fg_count(FG_C_large_cache_evictions, 1);
+    _fg_segment_unmap(s);
+  }
 }
 
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
@@ -151,6 +156,7 @@ void _fg_large_cache_collect(uint64_t now, bool force) {
   pthread_mutex_unlock(&large_lock);
   while (expired != NULL) {
     fg_segment_t *next = expired->next;
+    _fg_count(FG_C_large_cache_decays, 1);
     _fg_segment_unmap(expired);
     expired = next;
   }

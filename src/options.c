@@ -10,6 +10,7 @@
 typedef struct option_row_s {
   const char *name;
   long def, min, max;
+  bool is_string;
   const char *help;
 } option_row_t;
 
@@ -17,21 +18,27 @@ typedef struct option_row_s {
  * still returns memory within a second or two of disuse; large cache 256 MiB holds the
  * lab's biggest hot buffer (128 MiB) twice; segment cache 64 MiB is 16 empty segments. */
 static const option_row_t rows[FG_OPTION_COUNT] = {
-    [FG_OPTION_VERBOSE] = {"FRUGAL_VERBOSE", 0, 0, 2, "print warnings (1) and events (2) on stderr"},
-    [FG_OPTION_DECAY_MS] = {"FRUGAL_DECAY_MS", 1000, 0, 3600000,
+    [FG_OPTION_VERBOSE] = {"FRUGAL_VERBOSE", 0, 0, 2, false, "print warnings (1) and events (2) on stderr"},
+    [FG_OPTION_DECAY_MS] = {"FRUGAL_DECAY_MS", 1000, 0, 3600000, false,
                             "ms a free page, segment or large block stays before it returns to the OS"},
-    [FG_OPTION_LARGE_CACHE_MB] = {"FRUGAL_LARGE_CACHE_MB", 256, 0, 1 << 20,
+    [FG_OPTION_LARGE_CACHE_MB] = {"FRUGAL_LARGE_CACHE_MB", 256, 0, 1 << 20, false,
                                   "MiB of freed large blocks (> 512 KiB) kept for reuse"},
-    [FG_OPTION_SEGMENT_CACHE_MB] = {"FRUGAL_SEGMENT_CACHE_MB", 64, 0, 1 << 20,
+    [FG_OPTION_SEGMENT_CACHE_MB] = {"FRUGAL_SEGMENT_CACHE_MB", 64, 0, 1 << 20, false,
                                     "MiB of empty 4 MiB segments kept for reuse"},
+    [FG_OPTION_STATS] = {"FRUGAL_STATS", 0, 0, 1, false, "1: ledger on, printed on stderr at exit"},
+    [FG_OPTION_STATS_FILE] = {"FRUGAL_STATS_FILE", 0, 0, 0, true,
+                              "path: ledger on, written there as JSON at exit"},
+    [FG_OPTION_STATS_INTERVAL_MS] = {"FRUGAL_STATS_INTERVAL_MS", 0, 0, 3600000, false,
+                                     "ms between timeline samples in the JSON (0: no timeline)"},
+    [FG_OPTION_LEAKS] = {"FRUGAL_LEAKS", 0, 0, 1, false,
+                         "1: ledger on, a call stack per block, live blocks by call site at exit"},
 };
 
-long _fg_option_values[FG_OPTION_COUNT] = {
-    [FG_OPTION_VERBOSE] = 0,
-    [FG_OPTION_DECAY_MS] = 1000,
-    [FG_OPTION_LARGE_CACHE_MB] = 256,
-    [FG_OPTION_SEGMENT_CACHE_MB] = 64,
-};
+long _fg_option_values[FG_OPTION_COUNT];
+static const char *option_strings[FG_OPTION_COUNT];
+
+/* Variables of frugal's tools (tests, CLI), not allocator options: no warning. */
+static const char *const tool_prefixes[] = {"FRUGAL_BUILD", "FRUGAL_STRESS_", "FRUGAL_TEST_", NULL};
 
 extern char **environ;
 
@@ -44,6 +51,18 @@ static bool parse(const char *text, long *out) {
   return true;
 }
 
+static int find_row(const char *name, size_t len) {
+  for (int i = 0; i < FG_OPTION_COUNT; i++)
+    if (strlen(rows[i].name) == len && strncmp(rows[i].name, name, len) == 0) return i;
+  return -1;
+}
+
+static bool is_tool_variable(const char *name) {
+  for (const char *const *t = tool_prefixes; *t != NULL; t++)
+    if (strncmp(name, *t, strlen(*t)) == 0) return true;
+  return false;
+}
+
 void _fg_options_init(void) {
   int saved = errno;
   for (int i = 0; i < FG_OPTION_COUNT; i++) _fg_option_values[i] = rows[i].def;
@@ -51,24 +70,22 @@ void _fg_options_init(void) {
     if (strncmp(*env, "FRUGAL_", 7) != 0) continue;
     const char *eq = strchr(*env, '=');
     if (eq == NULL) continue;
-    size_t len = (size_t)(eq - *env);
-    int found = -1;
-    for (int i = 0; i < FG_OPTION_COUNT; i++)
-      if (strlen(rows[i].name) == len && strncmp(rows[i].name, *env, len) == 0) found = i;
-    if (found < 0) {
-      /* Names the ledger and the tools use are not allocator options: pass silently. */
-      if (strncmp(*env, "FRUGAL_STATS", 12) != 0 && strncmp(*env, "FRUGAL_LEAKS", 12) != 0 &&
-          strncmp(*env, "FRUGAL_BUILD", 12) != 0 && strncmp(*env, "FRUGAL_STRESS", 13) != 0 &&
-          strncmp(*env, "FRUGAL_SECURE", 13) != 0)
-        _fg_warning("unknown option ignored: ", *env);
+    int row = find_row(*env, (size_t)(eq - *env));
+    if (row < 0) {
+      if (!is_tool_variable(*env)) _fg_warning("unknown option ignored: ", *env);
+      continue;
+    }
+    if (rows[row].is_string) {
+      option_strings[row] = eq[1] != '\0' ? eq + 1 : NULL;
+      _fg_option_values[row] = option_strings[row] != NULL;
       continue;
     }
     long v;
-    if (!parse(eq + 1, &v) || v < rows[found].min || v > rows[found].max) {
+    if (!parse(eq + 1, &v) || v < rows[row].min || v > rows[row].max) {
       _fg_warning("bad value, using the default: ", *env);
       continue;
     }
-    _fg_option_values[found] = v;
+    _fg_option_values[row] = v;
   }
   errno = saved;
 }
@@ -77,8 +94,12 @@ fg_export long fg_option_get(fg_option_t o) {
   return (unsigned)o < FG_OPTION_COUNT ? _fg_option_values[o] : 0;
 }
 
+fg_export const char *fg_option_get_string(fg_option_t o) {
+  return (unsigned)o < FG_OPTION_COUNT ? option_strings[o] : NULL;
+}
+
 fg_export void fg_option_set(fg_option_t o, long v) {
-  if ((unsigned)o >= FG_OPTION_COUNT) return;
+  if ((unsigned)o >= FG_OPTION_COUNT || rows[o].is_string) return;
   if (v < rows[o].min) v = rows[o].min;
   if (v > rows[o].max) v = rows[o].max;
   _fg_option_values[o] = v;
@@ -100,7 +121,14 @@ fg_export void fg_options_print(void) {
     memcpy(line, rows[i].name, len);
     n += len;
     line[n++] = '=';
-    put_long(line, &n, _fg_option_values[i]);
+    if (rows[i].is_string) {
+      const char *v = option_strings[i] != NULL ? option_strings[i] : "";
+      size_t vl = strlen(v) < 80 ? strlen(v) : 80;
+      memcpy(line + n, v, vl);
+      n += vl;
+    } else {
+      put_long(line, &n, _fg_option_values[i]);
+    }
     memcpy(line + n, " (default ", 10);
     n += 10;
     put_long(line, &n, rows[i].def);

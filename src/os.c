@@ -13,12 +13,21 @@
 static void *os_map(size_t size) {
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
-  return p == MAP_FAILED ? NULL : p;
+  _fg_count(FG_C_mmap_calls, 1);
+  if (p == MAP_FAILED) return NULL;
+  _fg_count(FG_C_mmap_bytes, size);
+  return p;
+}
+
+static void os_unmap(void *p, size_t size) {
+  munmap(p, size);
+  _fg_count(FG_C_munmap_calls, 1);
+  _fg_count(FG_C_munmap_bytes, size);
 }
 
 void _fg_os_free(void *p, size_t size) {
   int saved = errno;
-  munmap(p, size);
+  os_unmap(p, size);
   errno = saved;
 }
 
@@ -30,13 +39,13 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
   if (size > FG_MAX_ALLOC) return NULL;
   void *p = os_map(size);
   if (p != NULL && ((uintptr_t)p & (align - 1)) != 0) {
-    munmap(p, size);
+    os_unmap(p, size);
     p = os_map(size + align);
     if (p != NULL) {
       uintptr_t start = (uintptr_t)p, aligned = fg_align_up(start, align);
-      if (aligned > start) munmap(p, aligned - start);
+      if (aligned > start) os_unmap(p, aligned - start);
       size_t tail = (start + size + align) - (aligned + size);
-      if (tail > 0) munmap((void *)(aligned + size), tail);
+      if (tail > 0) os_unmap((void *)(aligned + size), tail);
       p = (void *)aligned;
     }
   }
@@ -49,6 +58,8 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
 void _fg_os_purge(void *p, size_t size) {
   int saved = errno;
   madvise(p, size, MADV_DONTNEED);
+  _fg_count(FG_C_madvise_calls, 1);
+  _fg_count(FG_C_madvise_bytes, size);
   errno = saved;
 }
 
@@ -56,6 +67,7 @@ void _fg_os_purge(void *p, size_t size) {
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
   int saved = errno;
   bool ok = mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  _fg_count(FG_C_mremap_calls, 1);
   errno = saved;
   return ok;
 }

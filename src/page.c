@@ -22,7 +22,9 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->key = (heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u)) | ((uintptr_t)1 << 63);
   page->free = page->local_free = NULL;
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
+  page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
   page->in_full = page->has_aligned = page->purged = 0;
+  _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   page->heap = heap;
 }
@@ -42,6 +44,7 @@ bool _fg_page_extend(fg_page_t *page) {
   ((fg_block_t *)b)->next = _fg_encode(page, page->free);
   page->free = (fg_block_t *)first;
   page->capacity += n;
+  if (page->fresh) _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * bsize);
   return true;
 }
 

@@ -59,7 +59,10 @@ static void segment_to_cache(fg_segment_t *s) {
     cache_count++;
   }
   pthread_mutex_unlock(&cache_lock);
-  if (!keep) _fg_segment_unmap(s);
+  if (!keep) {
+    _fg_count(FG_C_segment_cache_evictions, 1);
+    _fg_segment_unmap(s);
+  }
 }
 
 /* Cached segments unused for the decay time go back to the OS (all of them when forced).
@@ -76,6 +79,7 @@ void _fg_segment_cache_collect(uint64_t now, bool force) {
   pthread_mutex_unlock(&cache_lock);
   while (expired != NULL) {
     fg_segment_t *next = expired->next;
+    _fg_count(FG_C_segment_cache_decays, 1);
     _fg_segment_unmap(expired);
     expired = next;
   }
@@ -100,14 +104,17 @@ static const uint8_t kind_shift[FG_SEG_KINDS] = {FG_SMALL_PAGE_SHIFT, FG_MEDIUM_
 
 static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   fg_segment_t *s = segment_from_cache();
-  if (s == NULL) {
+  bool fresh = s == NULL;
+  if (fresh) {
     s = _fg_os_alloc_aligned(FG_SEGMENT_SIZE, FG_SEGMENT_SIZE);
     if (s == NULL) return NULL;
     s->mapped = FG_SEGMENT_SIZE;
     _fg_segmap_set(s, true);
   }
+  _fg_count(fresh ? FG_C_segment_cache_misses : FG_C_segment_cache_hits, 1);
   size_t count = FG_SEGMENT_SIZE >> kind_shift[kind];
   memset(s, 0, header_size(count)); /* cached headers hold the previous owner's state */
+  for (size_t i = 0; i < count; i++) s->pages[i].purged = fresh; /* nothing committed yet */
   s->mapped = FG_SEGMENT_SIZE;
   s->cookie = (uintptr_t)s ^ _fg_secret;
   s->kind = (uint8_t)kind;
@@ -160,6 +167,11 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
 void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
+  if (page->requested != NULL) { /* the ledger's side array */
+    _fg_os_free(page->requested, page->reserved * sizeof(uint32_t));
+    page->requested = NULL;
+  }
+  _fg_bump(&heap->counts[FG_C_pages_released], 1);
   page->heap = NULL;
   page->block_size = 0;
   page->free = page->local_free = NULL;

@@ -16,6 +16,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frugal-stats.h"
+
+/* Indices of the process-wide counters (frugal-stats.h's global field list). */
+enum {
+#define FG_X(name, help) FG_C_##name,
+  FG_STATS_GLOBAL_FIELDS(FG_X)
+#undef FG_X
+  FG_C_COUNT
+};
+enum {
+#define FG_X(name, help) FG_F_##name,
+  FG_STATS_CLASS_FIELDS(FG_X)
+#undef FG_X
+  FG_F_COUNT
+};
+
+/* A thread's ledger: written only by its thread (relaxed load + store, no atomic RMW),
+ * read by anyone merging. Allocated when the ledger is on and the thread first counts. */
+typedef struct fg_ledger_s {
+  _Atomic(uint64_t) classes[FG_STATS_CLASSES][FG_F_COUNT];
+  _Atomic(uint64_t) histogram[FG_STATS_HIST_BUCKETS];
+  uint32_t events; /* since the last look at the sampling clock */
+} fg_ledger_t;
+
 /* 4 MiB segments: big enough that segment headers and the segment map cost little, small
  * enough that a program using a few small blocks does not reserve much (mimalloc and
  * Go's heap use similar units). */
@@ -77,12 +101,14 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
   uint8_t in_full;        /* in the heap's full list (owner-only) */
   uint8_t has_aligned;    /* some block was handed out at an interior aligned address */
-  uint8_t purged;         /* (free slot) its memory was given back to the OS */
+  uint8_t purged;         /* (free slot) its memory is not committed: new or given back */
+  uint8_t fresh;          /* in use, carved from uncommitted memory (counts fresh bytes) */
   uint8_t class_idx;
   uint32_t reserved; /* blocks that fit in the page */
   _Atomic(uintptr_t) xthread_free;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
+  uint32_t *requested;           /* ledger only: requested size + 1 per block (0: unknown) */
 } fg_page_t;
 
 typedef struct fg_segment_s {
@@ -97,6 +123,7 @@ typedef struct fg_segment_s {
   uint64_t freed_at;                /* ms, while in the segment cache or large cache */
   /* large segments only */
   size_t large_offset;           /* user block starts at segment + large_offset */
+  size_t large_requested;        /* ledger only: requested size + 1 (0: unknown) */
   _Atomic(uint32_t) large_state; /* FG_LARGE_LIVE / FG_LARGE_FREE */
   fg_page_t pages[];             /* page_count entries; a large segment has one, unused */
 } fg_segment_t;
@@ -117,6 +144,8 @@ typedef struct fg_heap_s {
   uintptr_t key;                             /* seeds page keys */
   uint64_t decay_at;                         /* ms: next decay pass */
   uint32_t ticks;                            /* slow-path events since the last clock read */
+  _Atomic(uint64_t) counts[FG_C_COUNT];      /* this heap's share of the global counters */
+  fg_ledger_t *ledger;                       /* NULL until the ledger counts for this heap */
   bool owned;                                /* a live thread uses it */
   struct fg_heap_s *next_abandoned, *next_all;
 } fg_heap_t;
