@@ -148,7 +148,7 @@ void *_fg_memalign_raw(size_t align, size_t size) {
     if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) return malloc_core(n);
   }
   if (align <= FG_OS_PAGE && size + align <= FG_CLASS_MAX) {
-    uint8_t *p = malloc_core(size + align - 8);
+    uint8_t *p = malloc_core((size == 0 ? 1 : size) + align - 8); /* q stays inside the block */
     if (p == NULL) return NULL;
     uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
     if (q != p) _fg_page_of(_fg_segment_of(p), p)->has_aligned = 1;
