@@ -279,7 +279,7 @@ class Fifo(Experiment):
         name = f"frugal: last round / first round ≤ {LAST_FIRST_MAX} at every size"
         gate = frugal_gate(res, self.name, name, c_cells)
         out.append(gate or check_all(self.name, name, [
-            (size_label(res.info[c]["size"]), res.m(FRUGAL, c, "last_over_first") <= LAST_FIRST_MAX,
+            (self.label(res, c), res.m(FRUGAL, c, "last_over_first") <= LAST_FIRST_MAX,
              f"{res.m(FRUGAL, c, 'last_over_first'):.2f}") for c in c_cells]))
 
         name = f"frugal: no cliff (ns/byte ≤ {CLIFF_FACTOR} × geometric mean of the neighbouring sizes)"
@@ -293,7 +293,7 @@ class Fifo(Experiment):
                 for lo, mid, hi in zip(cs, cs[1:], cs[2:]):
                     v = res.m(FRUGAL, mid, "ns_per_byte")
                     g = math.sqrt(res.m(FRUGAL, lo, "ns_per_byte") * res.m(FRUGAL, hi, "ns_per_byte"))
-                    checks.append((size_label(res.info[mid]["size"]), v <= CLIFF_FACTOR * g, f"{v / g:.2f}× neighbours"))
+                    checks.append((self.label(res, mid), v <= CLIFF_FACTOR * g, f"{v / g:.2f}× neighbours"))
             out.append(check_all(self.name, name, checks))
 
         name = "frugal: RSS after trim within 16 MiB of where it started"
@@ -307,6 +307,8 @@ class Fifo(Experiment):
     def label(self, res: ExpResult, cell: str) -> str:
         info = res.info.get(cell, {})
         if info.get("kind") == "c":
+            if info["series"] == "pow2-32":
+                return f"{size_label(info['size'] + 32)} − 32"
             return size_label(info["size"])
         return f"{info.get('container')} ×{info.get('strings')} strings"
 

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.ticker import FuncFormatter, PercentFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
 from .experiments import BIG_VARIANTS, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
 from .lab import FRUGAL, MiB, Context, ExpResult  # noqa: E402
@@ -52,7 +52,7 @@ def finite(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
 def legend_once(fig: plt.Figure, ax: Axes) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 8), bbox_to_anchor=(0.5, 1.0))
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 8), bbox_to_anchor=(0.5, 0.965))
 
 
 def grouped_bars(ax: Axes, labels: list[str], allocators: list[str], value: Callable[[str, int], float]) -> None:
@@ -70,19 +70,20 @@ def plot_bufcache(res: ExpResult, ctx: Context, path: Path) -> None:
         for a in res.allocators:
             s = res.series.get(a, {}).get(policy, {})
             if s.get("step"):
-                ax.plot(s["step"], s["efficiency"], color=colour(a, res.allocators), lw=width(a) * 0.7, label=a)
+                ax.plot(s["step"], s["efficiency"], color=colour(a, res.allocators), lw=width(a) * 0.45, label=a)
         ax.set_title(f"policy: {policy}")
         ax.set_ylim(0, 1.02)
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_xlabel("step")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v:g}"))
         ax.set_ylabel("requested / handed out")
     ax = axes.flat[5]
     grouped_bars(ax, [p.replace("keep-biggest", "kb") for p in POLICIES], res.allocators,
                  lambda a, k: res.m(a, POLICIES[k], "maxrss") / MiB)
     ax.set_title("peak RSS (MiB) by policy")
     legend_once(fig, axes.flat[0])
-    fig.suptitle("Seed 1 — efficiency over the run, one curve per allocator and policy", y=0.955, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.suptitle("Seed 1 — efficiency over the run, one curve per allocator and policy", y=0.995, fontweight="bold")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path)
     plt.close(fig)
 
@@ -123,6 +124,7 @@ def plot_fifo(res: ExpResult, ctx: Context, path: Path) -> None:
                         color=colour(a, res.allocators), lw=width(a))
         ax.set_title(f"round time against round — {size_label(size)} blocks")
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
     fig.suptitle("Seed 2 — FIFO of blocks of one size: cliffs and slowdowns", fontweight="bold")
@@ -142,7 +144,7 @@ def plot_bigbuf(res: ExpResult, ctx: Context, path: Path) -> None:
             xs, ys = finite([res.info[c]["size"] for c in cells], [res.m(a, c, "outside_cpu_us_per_mib") for c in cells])
             ax.plot(xs, ys, ":", marker="x", ms=4, color=colour(a, res.allocators), lw=1)
         size_axis(ax)
-        ax.set_yscale("symlog", linthresh=1)
+        ax.set_yscale("log", nonpositive="mask")
         ax.set_title(f"{variant}: µs per MiB per iteration")
         ax.set_ylabel("inside (solid), outside user+sys (dotted)")
     ax = axes.flat[4]
@@ -152,15 +154,16 @@ def plot_bigbuf(res: ExpResult, ctx: Context, path: Path) -> None:
         ax.plot(xs, ys, marker="o", ms=4, color=colour(a, res.allocators), lw=width(a))
     size_axis(ax)
     ax.set_yscale("symlog", linthresh=1)
-    ax.set_title("touched: minor faults per MiB per iteration")
+    ax.set_ylim(bottom=0)
+    ax.set_title("touched: minor faults per MiB per iteration (after the first)")
     ax = axes.flat[5]
     cells = exp.cells_of(res, "return")
     grouped_bars(ax, [size_label(res.info[c]["size"]) for c in cells], res.allocators,
                  lambda a, k: (res.m(a, cells[k], "rss_after_wait") - res.m(a, cells[k], "rss_start")) / MiB)
     ax.set_title(f"RSS above start after idling {exp.wait_ms(ctx)} ms (MiB)")
     legend_once(fig, axes.flat[0])
-    fig.suptitle("Seed 3 — the hidden costs of big blocks", y=0.955, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.suptitle("Seed 3 — the hidden costs of big blocks", y=0.995, fontweight="bold")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path)
     plt.close(fig)
 
@@ -189,6 +192,8 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
             xs, ys = finite(ns, [res.m(a, exp.cell(variant, size, n), "time") / base for n in ns])
             ax.plot(xs, ys, ls, marker="o", ms=3, color=colour(a, res.allocators), lw=width(a) * 0.8)
     ax.set_xscale("log", base=2)
+    ns = exp.counts(res, "malloc", size)
+    ax.set_xticks(ns, [str(n) for n in ns])
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_title("1 KiB, seed's chart: time / glibc at 1 thread\n(solid malloc, dashed mutex-array, dotted global-mutex)")
@@ -205,8 +210,8 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
                  lambda a, k: res.m(a, exp.cell("malloc", THREAD_SIZES[k], top), "maxrss") / MiB)
     ax.set_title(f"peak RSS at N={top} (MiB)")
     legend_once(fig, axes[0][0])
-    fig.suptitle("Seed 4 — threads sharing a heap", y=0.955, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.suptitle("Seed 4 — threads sharing a heap", y=0.995, fontweight="bold")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path)
     plt.close(fig)
 
