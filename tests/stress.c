@@ -1,12 +1,14 @@
 /* stress.c — the threaded stress test: 8 worker threads allocate, free, realloc, calloc and
  * align blocks of mixed sizes (bytes to MiB), hand blocks to each other through a shared
- * queue (so frees and reallocs cross threads), and exit and get replaced as the run goes on
- * (so pages of dead threads get adopted). Every block carries a pattern derived from its
- * address, size and the run's seed, checked before it is freed or resized.
+ * queue (so frees and reallocs cross threads), exit and get replaced as the run goes on (so
+ * pages of dead threads get adopted), and take signals mid-operation. Every block carries a
+ * pattern derived from its address, size and the run's seed, checked before it is freed or
+ * resized.
  * Uses only the libc names, so the same source runs linked with frugal or under LD_PRELOAD.
  * Usage: stress [SECONDS [SEED]]; SECONDS defaults to $FRUGAL_STRESS_SECONDS, then 30. */
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,14 @@ typedef struct block_s {
 static uint64_t run_seed;
 static atomic_int stop;
 static atomic_long n_ops, n_cross, n_corrupt, n_nonzero, n_misaligned, n_null, n_short;
+static atomic_long n_signals;
+
+/* Signals land in the middle of malloc and free (RELIABILITY.md, "Faults"): the handler does
+ * not allocate, but the interrupted allocation must still leave the heap intact. */
+static void on_signal(int sig) {
+  (void)sig;
+  atomic_fetch_add_explicit(&n_signals, 1, memory_order_relaxed);
+}
 
 /* ---- the pattern: derived from address, size and seed, so a block handed to another
  * thread is checkable there with no side table. ---- */
@@ -220,6 +230,12 @@ int main(int argc, char **argv) {
   double seconds = tu_seconds(argc, argv, 30);
   run_seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 0xF00D5EEDull;
   check_note("%d workers, %.0f s, seed %#llx", WORKERS, seconds, (unsigned long long)run_seed);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, NULL);
+  tu_rng_t main_rng = {run_seed};
   static worker_t workers[WORKERS];
   long started = 0, joined = 0, create_failed = 0;
   uint64_t generation[WORKERS] = {0};
@@ -243,6 +259,9 @@ int main(int argc, char **argv) {
       else
         create_failed++;
     }
+    /* Interrupt a worker mid-operation every round; a finished, unjoined one is fine too. */
+    if (create_failed == 0)
+      pthread_kill(workers[tu_next(&main_rng) % WORKERS].thread, SIGUSR1);
     nanosleep(&nap, NULL);
   }
   atomic_store(&stop, 1);
@@ -256,9 +275,10 @@ int main(int argc, char **argv) {
     block_release(b);
     drained++;
   }
-  check_note("%ld operations, %ld cross-thread hand-overs, %ld threads started, %ld blocks "
-             "drained at the end, %.1f s",
-             atomic_load(&n_ops), atomic_load(&n_cross), started, drained, tu_now() - t0);
+  check_note("%ld operations, %ld cross-thread hand-overs, %ld threads started, %ld signals "
+             "taken, %ld blocks drained at the end, %.1f s",
+             atomic_load(&n_ops), atomic_load(&n_cross), started, atomic_load(&n_signals),
+             drained, tu_now() - t0);
   CHECK("every block kept its seeded pattern until freed or resized", atomic_load(&n_corrupt) == 0);
   CHECK("calloc returned zeroed memory every time", atomic_load(&n_nonzero) == 0);
   CHECK("aligned_alloc / posix_memalign blocks were aligned", atomic_load(&n_misaligned) == 0);
@@ -268,5 +288,6 @@ int main(int argc, char **argv) {
   CHECK("threads were created and joined while it ran (more than the first 8)",
         started > WORKERS && joined == started);
   CHECK("blocks crossed threads", atomic_load(&n_cross) > 0);
+  CHECK("workers took signals in the middle of their allocations", atomic_load(&n_signals) > 0);
   return check_finish("stress");
 }
