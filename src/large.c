@@ -5,8 +5,7 @@
  * out "the biggest"); the cache is bounded by FRUGAL_LARGE_CACHE_MB and, when full, gives the
  * block just freed back to the OS; a cached block unused for FRUGAL_DECAY_MS is unmapped.
  * This is what keeps a hot loop over 8-32 MiB buffers free of page faults (seed 3) without
- * holding memory the program no longer uses. One mutex: a large block costs an OS call or
- * thousands of page touches anyway. */
+ * holding memory the program no longer uses. One spin lock, held for a few list operations. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -16,7 +15,7 @@
 #define LARGE_BUCKET_MIN_SHIFT 19 /* smallest mapping > 512 KiB */
 #define LARGE_BUCKETS (8 * (48 - LARGE_BUCKET_MIN_SHIFT))
 
-static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static fg_lock_t large_lock;
 static fg_segment_t *buckets[LARGE_BUCKETS];
 static size_t cached_bytes;
 
@@ -57,9 +56,9 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   }
   size_t offset = align > FG_OS_PAGE ? align : FG_OS_PAGE; /* the header's page */
   size_t need = offset + fg_align_up(size, FG_OS_PAGE);
-  pthread_mutex_lock(&large_lock);
+  _fg_lock(&large_lock);
   fg_segment_t *s = cache_take(need, offset);
-  pthread_mutex_unlock(&large_lock);
+  _fg_unlock(&large_lock);
   bool fresh = s == NULL;
   _fg_count(fresh ? FG_C_large_cache_misses : FG_C_large_cache_hits, 1);
   if (fresh) {
@@ -97,7 +96,7 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
     _fg_misuse("double free", p);
   size_t limit = (size_t)_fg_option(FG_OPTION_LARGE_CACHE_MB) << 20;
   s->freed_at = _fg_clock_ms();
-  pthread_mutex_lock(&large_lock);
+  _fg_lock(&large_lock);
   bool keep = cached_bytes + s->mapped <= limit;
   if (keep) {
     size_t b = bucket_of(s->mapped);
@@ -107,7 +106,7 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
     buckets[b] = s;
     cached_bytes += s->mapped;
   }
-  pthread_mutex_unlock(&large_lock);
+  _fg_unlock(&large_lock);
   if (!keep) {
     _fg_count(FG_C_large_cache_evictions, 1);
     _fg_segment_unmap(s);
@@ -143,7 +142,7 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
 void _fg_large_cache_collect(uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
-  pthread_mutex_lock(&large_lock);
+  _fg_lock(&large_lock);
   for (size_t b = 0; b < LARGE_BUCKETS; b++) {
     for (fg_segment_t *s = buckets[b], *next; s != NULL; s = next) {
       next = s->next;
@@ -153,7 +152,7 @@ void _fg_large_cache_collect(uint64_t now, bool force) {
       expired = s;
     }
   }
-  pthread_mutex_unlock(&large_lock);
+  _fg_unlock(&large_lock);
   while (expired != NULL) {
     fg_segment_t *next = expired->next;
     _fg_count(FG_C_large_cache_decays, 1);
@@ -162,10 +161,8 @@ void _fg_large_cache_collect(uint64_t now, bool force) {
   }
 }
 
-void _fg_large_lock(void) { pthread_mutex_lock(&large_lock); }
+void _fg_large_lock(void) { _fg_lock(&large_lock); }
 void _fg_large_unlock(bool child) {
-  if (child)
-    pthread_mutex_init(&large_lock, NULL);
-  else
-    pthread_mutex_unlock(&large_lock);
+  (void)child; /* the child has only the forking thread: releasing is enough */
+  _fg_unlock(&large_lock);
 }

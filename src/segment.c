@@ -2,7 +2,7 @@
  * one kind, the segment map that tells in O(1) whether a pointer is frugal's, and the
  * segment cache that keeps a bounded number of empty segments for reuse before they go
  * back to the OS after FRUGAL_DECAY_MS. Slot handling is owner-only and lock-free; the cache
- * and the OS are behind one mutex (it is only reached when a whole segment changes hands). */
+ * is behind one spin lock (it is only reached when a whole segment changes hands). */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -22,7 +22,7 @@ void _fg_segmap_set(const void *segment, bool on) {
 
 /* ---- the segment cache ------------------------------------------------------------------- */
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static fg_lock_t cache_lock;
 static fg_segment_t *cache_first; /* most recently freed first */
 static size_t cache_count;
 
@@ -36,13 +36,13 @@ void _fg_segment_unmap(fg_segment_t *s) {
 }
 
 static fg_segment_t *segment_from_cache(void) {
-  pthread_mutex_lock(&cache_lock);
+  _fg_lock(&cache_lock);
   fg_segment_t *s = cache_first;
   if (s != NULL) {
     cache_first = s->next;
     cache_count--;
   }
-  pthread_mutex_unlock(&cache_lock);
+  _fg_unlock(&cache_lock);
   return s;
 }
 
@@ -51,14 +51,14 @@ static fg_segment_t *segment_from_cache(void) {
 static void segment_to_cache(fg_segment_t *s) {
   s->freed_at = _fg_clock_ms();
   s->heap = NULL;
-  pthread_mutex_lock(&cache_lock);
+  _fg_lock(&cache_lock);
   bool keep = cache_count < cache_limit();
   if (keep) {
     s->next = cache_first;
     cache_first = s;
     cache_count++;
   }
-  pthread_mutex_unlock(&cache_lock);
+  _fg_unlock(&cache_lock);
   if (!keep) {
     _fg_count(FG_C_segment_cache_evictions, 1);
     _fg_segment_unmap(s);
@@ -70,13 +70,13 @@ static void segment_to_cache(fg_segment_t *s) {
 void _fg_segment_cache_collect(uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
-  pthread_mutex_lock(&cache_lock);
+  _fg_lock(&cache_lock);
   fg_segment_t **link = &cache_first;
   while (*link != NULL && !force && (*link)->freed_at + decay > now) link = &(*link)->next;
   expired = *link;
   *link = NULL;
   for (fg_segment_t *s = expired; s != NULL; s = s->next) cache_count--;
-  pthread_mutex_unlock(&cache_lock);
+  _fg_unlock(&cache_lock);
   while (expired != NULL) {
     fg_segment_t *next = expired->next;
     _fg_count(FG_C_segment_cache_decays, 1);
@@ -85,12 +85,10 @@ void _fg_segment_cache_collect(uint64_t now, bool force) {
   }
 }
 
-void _fg_segment_lock_all(void) { pthread_mutex_lock(&cache_lock); }
+void _fg_segment_lock_all(void) { _fg_lock(&cache_lock); }
 void _fg_segment_unlock_all(bool child) {
-  if (child)
-    pthread_mutex_init(&cache_lock, NULL);
-  else
-    pthread_mutex_unlock(&cache_lock);
+  (void)child; /* the child has only the forking thread: releasing is enough */
+  _fg_unlock(&cache_lock);
 }
 
 /* ---- segments of a heap ------------------------------------------------------------------ */
