@@ -184,6 +184,9 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   s->used_pages--;
   if (s->used_pages == 0) {
     segment_unlink(heap, s);
+    /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO
+     * rounds); an exited thread's is given back whole: one madvise, not one per page. */
+    if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);
     segment_to_cache(s);
   } else if (purge_now) {
     uint8_t *start;
@@ -194,18 +197,25 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
 }
 
 /* Decay pass over a heap's partly used segments: free slots unused for the decay time give
- * their memory back (all of them when forced). */
+ * their memory back (all of them when forced). Neighbouring slots go in one madvise call. */
 void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
     for (fg_segment_t *s = heap->segments[kind]; s != NULL; s = s->next) {
-      for (size_t i = 0; i < s->page_count; i++) {
-        fg_page_t *page = &s->pages[i];
-        if (page->heap != NULL || page->purged) continue;
-        if (!force && page->freed_at + decay > now) continue;
-        uint8_t *start;
-        size_t area = _fg_page_area(s, page, &start);
-        _fg_os_purge(start, area);
+      uint8_t *run = NULL, *run_end = NULL;
+      for (size_t i = 0; i <= s->page_count; i++) {
+        fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
+        bool due = page != NULL && page->heap == NULL && !page->purged &&
+                   (force || page->freed_at + decay <= now);
+        uint8_t *start = NULL;
+        size_t area = due ? _fg_page_area(s, page, &start) : 0;
+        if (run != NULL && (!due || start != run_end)) { /* the run ends here */
+          _fg_os_purge(run, (size_t)(run_end - run));
+          run = NULL;
+        }
+        if (!due) continue;
+        if (run == NULL) run = start;
+        run_end = start + area;
         page->purged = 1;
       }
     }
