@@ -75,6 +75,16 @@ void fg_option_set(fg_option_t option, long value);
 /* Print the options table (name, value, default, help) to stderr. */
 void fg_options_print(void);
 
+/* ---- for tests and debugging ---------------------------------------------------------------- */
+
+/* Walk the calling thread's heap and check every invariant (page lists inside their pages,
+ * block counts adding up, queues well linked). Returns true when consistent; otherwise
+ * prints one "frugal: heap check: ..." line naming the first broken invariant. */
+bool fg_heap_check(void);
+/* Make the n-th OS mapping call from now fail (n >= 1), as if memory were exhausted;
+ * 0 cancels. For out-of-memory tests. */
+void fg_test_fail_os(long n);
+
 #ifdef __cplusplus
 }
 #endif

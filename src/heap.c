@@ -305,3 +305,77 @@ void _fg_heaps_unlock(bool child) {
     }
   }
 }
+
+/* ---- invariants (fg_heap_check) ------------------------------------------------------------- */
+
+static bool check_fail(const char *what, const void *where) {
+  char line[160];
+  size_t n = 0;
+  for (const char *c = "heap check: "; *c; c++) line[n++] = *c;
+  for (const char *c = what; *c && n < sizeof line - 1; c++) line[n++] = *c;
+  line[n] = '\0';
+  _fg_warning(line, "");
+  (void)where;
+  return false;
+}
+
+/* Count a page's free list, checking each link lands on a block start of the page. */
+static bool check_list(const fg_page_t *page, const fg_block_t *b, uint32_t *count) {
+  for (; b != NULL; b = _fg_decode(page, b->next)) {
+    size_t off = (size_t)((const uint8_t *)b - page->start);
+    if ((const uint8_t *)b < page->start || off % page->block_size != 0 ||
+        off / page->block_size >= page->capacity)
+      return check_fail("free list leaves its page", b);
+    if (++*count > page->capacity) return check_fail("free list longer than the page (a cycle)", b);
+  }
+  return true;
+}
+
+static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
+  if (page->heap != heap) return check_fail("page in a queue of another heap", page);
+  if (!full && page->class_idx != c) return check_fail("page in the wrong class queue", page);
+  if ((page->in_full != 0) != full) return check_fail("page's full flag disagrees with its queue", page);
+  if (page->block_size != _fg_class_size(page->class_idx)) return check_fail("page block size", page);
+  if (page->capacity > page->reserved) return check_fail("page carved beyond its area", page);
+  /* Blocks other threads freed still count as used until the owner gathers them. */
+  uint32_t count = 0, remote = 0;
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
+      !check_list(page, (fg_block_t *)(tf & ~FG_TF_FULL), &remote))
+    return false;
+  if (page->used + count != page->capacity) return check_fail("page's used + free blocks != its capacity", page);
+  if (remote > page->used) return check_fail("more blocks freed by other threads than used", page);
+  return true;
+}
+
+static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full) {
+  fg_page_t *prev = NULL;
+  for (fg_page_t *page = q->first; page != NULL; prev = page, page = page->next) {
+    if (page->prev != prev) return check_fail("queue links broken", page);
+    if (!check_page(heap, page, c, full)) return false;
+  }
+  if (q->last != prev) return check_fail("queue's last page is not its tail", q);
+  return true;
+}
+
+fg_export bool fg_heap_check(void) {
+  fg_heap_t *heap = _fg_heap();
+  if (heap == &_fg_heap_empty) return true;
+  for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
+    if (!check_queue(heap, &heap->queues[c], c, false)) return false;
+    fg_page_t *first = heap->queues[c].first;
+    if (_fg_class_size(c) <= FG_DIRECT_MAX &&
+        heap->direct[_fg_class_size(c) / 8] != (first != NULL ? first : &_fg_page_empty))
+      return check_fail("direct table does not lead to the class's first page", first);
+  }
+  if (!check_queue(heap, &heap->full, 0, true)) return false;
+  for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
+    for (fg_segment_t *s = heap->segments[kind]; s != NULL; s = s->next) {
+      if (s->cookie != ((uintptr_t)s ^ _fg_secret) || !_fg_segmap_contains(s))
+        return check_fail("segment header or map entry broken", s);
+      if (s->heap != heap || s->kind != kind) return check_fail("segment in the wrong list", s);
+      if (s->used_pages >= s->page_count) return check_fail("full segment in the free-slot list", s);
+    }
+  }
+  return true;
+}

@@ -11,7 +11,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Test hook: the n-th mapping from when it was set fails (fg_test_fail_os). */
+static _Atomic(long) fail_countdown;
+
+fg_export void fg_test_fail_os(long n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }
+
+static bool injected_failure(void) {
+  long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
+  while (n > 0 && !atomic_compare_exchange_weak(&fail_countdown, &n, n - 1)) {
+  }
+  if (n != 1) return false;
+  errno = ENOMEM;
+  return true;
+}
+
 static void *os_map(size_t size) {
+  if (fg_unlikely(injected_failure())) return NULL;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   _fg_count(FG_C_mmap_calls, 1);
