@@ -14,7 +14,7 @@ from .experiments import EXPERIMENTS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report.")
+    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run).")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="run the seed lab (LAB.md) over every allocator found",
                            description="Run the seed lab's experiments under every allocator found, "
@@ -37,6 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="build directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD or build)")
     bench.add_argument("--check", action="store_true", help="exit non-zero when a verdict on frugal fails")
     bench.add_argument("--cores", type=int, default=None, help=argparse.SUPPRESS)
+
+    run = sub.add_parser("run", help="run a program on frugal with the ledger on and report its allocations",
+                         usage="frugal run [-o DIR] [--interval-ms N] [--leaks] [--build DIR] -- PROGRAM [ARGS...]",
+                         description="Run PROGRAM on frugal (LD_PRELOAD) with the ledger on; write DIR/ledger.json, "
+                                     "report.html, report.md and plots, print the summary, and exit with the "
+                                     "program's exit code.")
+    run.add_argument("-o", "--out", type=Path, default=Path("out/run"), help="output directory (default: out/run)")
+    run.add_argument("--interval-ms", type=int, default=50, metavar="N",
+                     help="timeline sample period in ms (default: 50)")
+    run.add_argument("--leaks", action="store_true",
+                     help="record a call stack per block and report the blocks live at exit by call site (slower)")
+    run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
+    run.add_argument("--build", type=Path, default=Path(os.environ.get("FRUGAL_BUILD", "build")),
+                     help="build directory holding libfrugal.so (default: $FRUGAL_BUILD or build)")
+    run.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                     help="the program and its arguments, after --")
     return parser
 
 
@@ -81,12 +97,36 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from .run import run
+
+    command = args.program_argv[1:] if args.program_argv[:1] == ["--"] else args.program_argv
+    if not command:
+        console.print("[red]error:[/] no program given: frugal run [-o DIR] -- PROGRAM ARGS")
+        return 2
+    if args.interval_ms < 1:
+        console.print("[red]error:[/] --interval-ms must be at least 1")
+        return 2
+    try:
+        result = run(command, args.out, args.build, args.interval_ms, args.leaks, console, plots=not args.no_plots)
+    except FileNotFoundError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 127 if "command not found" in str(e) else 2
+    except OSError as e:  # the output directory cannot be made or written
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    return result.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (make, CI logs) gets a wide console rather than rich's 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     if args.command == "bench":
         return cmd_bench(args, console)
+    if args.command == "run":
+        # The program's own output goes to stdout too: the summary goes to stderr, after it.
+        return cmd_run(args, Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 150))
     return 2
 
 

@@ -1,0 +1,192 @@
+"""`frugal run -- PROGRAM ARGS`: run any program on frugal with the ledger on, measure it from
+outside too, and write DIR/ledger.json (leak frames symbolized), report.md, report.html and
+plots; print the summary. The program's stdin, stdout and stderr are its own, and its exit
+code is ours. It is started through the lab's small launcher (bench/rusage) when built, which
+preloads frugal into the program only and reports wait4's numbers; forked straight from
+Python, the program would inherit this process's peak RSS in ru_maxrss."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import ledger as L
+from .symbols import frame_name, symbolize_frames
+
+DEFAULT_INTERVAL_MS = 50
+
+
+@dataclass
+class RunResult:
+    """What one `frugal run` saw: the command, the outside measures, the ledger (None when the
+    program wrote none) and the files written."""
+
+    argv: list[str]
+    program: Path
+    exit_code: int
+    outside: dict
+    ledger: dict | None
+    out: Path
+    problems: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def child_env(lib: Path, ledger_file: Path, interval_ms: int, leaks: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["FRUGAL_STATS_FILE"] = str(ledger_file)
+    env["FRUGAL_STATS_INTERVAL_MS"] = str(interval_ms)
+    if leaks:
+        env["FRUGAL_LEAKS"] = "1"
+    else:
+        env.pop("FRUGAL_LEAKS", None)
+    # frugal goes first; a preload the user already had stays after it.
+    env["LD_PRELOAD"] = " ".join(x for x in (str(lib), env.get("LD_PRELOAD", "")) if x)
+    return env
+
+
+def exit_code_of(status_code: int) -> int:
+    """os.waitstatus_to_exitcode's value as a shell would report it: 128 + N for signal N."""
+    return 128 - status_code if status_code < 0 else status_code
+
+
+def execute(argv: list[str], env: dict[str, str], launcher: Path | None) -> dict:
+    """Run argv to completion with its own stdio; wait4's numbers from outside."""
+    with tempfile.TemporaryDirectory(prefix="frugal-run-") as tmp:
+        ru_file = Path(tmp) / "rusage.json"
+        cmd = list(argv)
+        if launcher is not None:
+            env = dict(env)
+            cmd = [str(launcher), "--out", str(ru_file), "--preload", env.pop("LD_PRELOAD"), "--", *cmd]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env)
+        while True:
+            try:
+                _, status, ru = os.wait4(proc.pid, 0)
+                break
+            except KeyboardInterrupt:  # the program got the same ^C; let it decide and exit
+                continue
+            except ChildProcessError:
+                raise
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+                    "minflt": ru.ru_minflt, "majflt": ru.ru_majflt, "exit_code": exit_code_of(proc.returncode),
+                    "signal": -proc.returncode if proc.returncode < 0 else 0, "launcher": False}
+        if launcher is not None:
+            try:
+                inner = json.loads(ru_file.read_text())
+                measured.update({k: inner[k] for k in ("wall", "user", "sys", "maxrss", "minflt", "majflt")})
+                measured["signal"] = inner.get("signal", 0)
+                measured["exit_code"] = 128 + inner["signal"] if inner.get("signal") else inner["exit_code"]
+                measured["launcher"] = True
+            except (OSError, ValueError, KeyError):
+                pass  # the launcher itself failed (e.g. exec): its own exit code stands
+    return measured
+
+
+def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTERVAL_MS, leaks: bool = False,
+        console: Console | None = None, plots: bool = True) -> RunResult:
+    """Run argv under frugal with the ledger on; write the ledger, the reports and the plots."""
+    lib = (build / "libfrugal.so").resolve()
+    if not lib.is_file():
+        raise FileNotFoundError(f"{lib} not built: run `make` (or give --build DIR)")
+    found = shutil.which(argv[0])
+    if found is None:
+        raise FileNotFoundError(f"{argv[0]}: command not found")
+    program = Path(os.path.abspath(found))  # not resolved: a venv's python is a symlink that must stay one
+    out.mkdir(parents=True, exist_ok=True)
+    ledger_file = (out / "ledger.json").resolve()
+    ledger_file.unlink(missing_ok=True)
+    launcher = build / "bench" / "rusage"
+    env = child_env(lib, ledger_file, interval_ms, leaks)
+    outside = execute([str(program), *argv[1:]], env, launcher.resolve() if launcher.is_file() else None)
+
+    result = RunResult(argv=list(argv), program=program, exit_code=int(outside["exit_code"]), outside=outside,
+                       ledger=None, out=out)
+    if not ledger_file.is_file():
+        result.problems.append("the program wrote no ledger: it ended without running exit handlers "
+                               "(_exit, a signal, exec) or did not load frugal (a static program?)")
+    else:
+        try:
+            doc = L.load(ledger_file)
+        except ValueError as e:
+            doc = None
+            result.problems.append(f"ledger.json is not valid JSON ({e}): the program may have been killed while "
+                                   "writing it")
+        if doc is not None:
+            if leaks:
+                frames = [f for s in L.leak_sites(doc) for f in s["frames"]]
+                symbolize_frames(frames, program=program, cwd=Path.cwd())
+            doc["run"] = {"argv": list(argv), "program": str(program), "exit_code": result.exit_code,
+                          "outside": outside, "library": str(lib)}
+            result.problems += [f"schema: {p}" for p in L.validate(doc)[:10]]
+            ledger_file.write_text(json.dumps(doc, indent=1) + "\n")
+            result.ledger = doc
+    from .run_report import write_run_reports  # matplotlib only after the program ran
+
+    result.files = [ledger_file] + write_run_reports(result, plots=plots)
+    if console is not None:
+        print_summary(result, console)
+    return result
+
+
+def print_summary(r: RunResult, console: Console) -> None:
+    o = r.outside
+    sig = f" (signal {o['signal']}: {signal.Signals(o['signal']).name})" if o.get("signal") else ""
+    console.print(f"[bold]frugal run[/] {' '.join(r.argv)}  →  exit code {r.exit_code}{sig}")
+    console.print(f"  outside: wall {o['wall']:.3f} s, user {o['user']:.3f} s, sys {o['sys']:.3f} s, "
+                  f"peak RSS {L.human(o['maxrss'])}, {o['minflt']} minor faults, {o['majflt']} major")
+    for p in r.problems:
+        console.print(f"  [yellow]warning:[/] {p}")
+    d = r.ledger
+    if d is None:
+        return
+    t, live = d["totals"], d["live"]
+    console.print(f"  ledger of pid {d['pid']}: {t['allocations']:,} allocations, {t['frees']:,} frees; requested "
+                  f"{L.human(t['bytes_requested'])}, handed out {L.human(t['bytes_handed_out'])}: "
+                  f"[bold]{100 * t['efficiency']:.1f} % used[/] (seed 1's efficiency)")
+    console.print(f"  live at exit: {live['blocks']:,} blocks, {L.human(live['bytes_requested'])} requested in "
+                  f"{L.human(live['bytes_handed_out'])}; peak live {L.human(live['peak_bytes_handed_out'])} "
+                  f"handed out")
+
+    table = Table(title="Top classes by bytes handed out", title_justify="left", show_edge=False)
+    for col in ("class", "allocations", "frees", "live", "peak live", "requested", "handed out", "% used"):
+        table.add_column(col, justify="left" if col == "class" else "right")
+    for c in L.top_classes(d, 8):
+        table.add_row(L.class_label(c), f"{c['allocations']:,}", f"{c['frees']:,}", f"{c['live_blocks']:,}",
+                      f"{c['peak_live_blocks']:,}", L.human(c["bytes_requested"]), L.human(c["bytes_handed_out"]),
+                      L.pct(c["bytes_requested"], c["bytes_handed_out"]))
+    console.print(table)
+
+    h = L.hidden_costs(d, o)
+    console.print(f"  [bold]hidden costs[/]: {h['fresh_pages']:,} fresh pages ({L.human(h['fresh_small_bytes'])} small + "
+                  f"{L.human(h['fresh_large_bytes'])} large; each a fault plus kernel zeroing) against "
+                  f"{h['minor_faults']:,} minor faults of the process; sys {h['sys_s']:.3f} s; "
+                  f"mmap {h['os_calls']['mmap_calls']}, munmap {h['os_calls']['munmap_calls']}, "
+                  f"madvise {h['os_calls']['madvise_calls']}")
+    rates = "; ".join(f"{x.name} {'—' if x.rate is None else f'{100 * x.rate:.1f} %'} "
+                      f"({x.hits:,} hits, {x.misses:,} misses)" for x in L.cache_rates(d))
+    console.print(f"  [bold]cache hit rates[/]: {rates}")
+    console.print("  [bold]advice[/] (seed 1):")
+    for line in L.advice(d):
+        console.print(f"    • {line}")
+    sites = L.leak_sites(d)
+    if d.get("leaks") is not None:
+        lk = d["leaks"]
+        console.print(f"  [bold]leaks[/]: {lk['blocks']:,} blocks, {L.human(lk['bytes'])} live at exit in "
+                      f"{len(sites)} call sites (top {min(len(sites), 5)}):")
+        for i, s in enumerate(sites[:5], 1):
+            frames = " ← ".join(frame_name(f) for f in s["frames"][:3])
+            console.print(f"    #{i} {L.human(s['bytes'])} in {s['count']:,} blocks: [bold]{L.site_function(s)}[/]  "
+                          f"[dim]{frames}[/]")
+    console.print(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})")
