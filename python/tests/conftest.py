@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 
-def build_dir() -> Path | None:
+def build_dir(needs: tuple[str, ...] = ("bench/bufcache", "bench/rusage")) -> Path | None:
+    """The build directory, if it holds every file of `needs`."""
     env = os.environ.get("FRUGAL_BUILD")
     candidates = [Path(env)] if env else [Path(__file__).resolve().parents[2] / "build"]
     for c in candidates:
-        if (c / "bench" / "bufcache").is_file() and (c / "bench" / "rusage").is_file():
+        if all((c / n).is_file() for n in needs):
             return c
     return None
 
@@ -23,4 +24,13 @@ def build() -> Path:
     b = build_dir()
     if b is None:
         pytest.skip("workloads not built: set FRUGAL_BUILD to the build directory (make test does)")
+    return b
+
+
+@pytest.fixture
+def ledger_build() -> Path:
+    """A build with libfrugal.so and the ledger's test programs (tests/ledger)."""
+    b = build_dir(("libfrugal.so", "tests/ledger/leak_c", "tests/ledger/ledger_pattern"))
+    if b is None:
+        pytest.skip("libfrugal.so and tests/ledger not built: set FRUGAL_BUILD (make test does)")
     return b

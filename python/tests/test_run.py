@@ -20,18 +20,9 @@ from frugal.symbols import link_base
 REPORT_FILES = ("ledger.json", "report.md", "report.html")
 
 
-def ledger_build() -> Path | None:
-    env = os.environ.get("FRUGAL_BUILD")
-    b = Path(env) if env else Path(__file__).resolve().parents[2] / "build"
-    return b if (b / "libfrugal.so").is_file() and (b / "tests" / "ledger" / "leak_c").is_file() else None
-
-
 @pytest.fixture
-def build() -> Path:
-    b = ledger_build()
-    if b is None:
-        pytest.skip("libfrugal.so and tests/ledger not built: set FRUGAL_BUILD (make test does)")
-    return b
+def build(ledger_build: Path) -> Path:
+    return ledger_build
 
 
 def frugal_run(build: Path, out: Path, *command: str, leaks: bool = False, plots: bool = False,
