@@ -23,7 +23,7 @@ static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   return _fg_large_alloc(size, 0, false);
 }
 
-bool _fg_ledger_on;
+
 
 static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
@@ -37,15 +37,19 @@ static inline void *malloc_core(size_t size) {
 
 void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
 
-/* Every entry point tests the ledger flag once: one predictable branch when it is off. */
-static fg_noinline void *malloc_ledger(size_t size) {
-  void *p = malloc_core(size);
-  if (p != NULL) _fg_ledger_alloc(p, size);
+/* Every entry point tests the hook flag once: one predictable branch when it is off. */
+static fg_noinline void *malloc_hooked(size_t size) {
+  if (size > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = malloc_core(size + _fg_hook_pad());
+  if (p != NULL) _fg_hook_alloc(p, size);
   return p;
 }
 
 fg_export void *fg_malloc(size_t size) {
-  if (fg_unlikely(_fg_ledger_on)) return malloc_ledger(size);
+  if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
   return malloc_core(size);
 }
 
@@ -62,8 +66,14 @@ void *_fg_calloc_raw(size_t count, size_t size) {
 }
 
 fg_export void *fg_calloc(size_t count, size_t size) {
-  void *p = _fg_calloc_raw(count, size);
-  if (fg_unlikely(_fg_ledger_on) && p != NULL) _fg_ledger_alloc(p, count * size);
+  if (fg_likely(!_fg_hooked)) return _fg_calloc_raw(count, size);
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total) || total > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = malloc_hooked(total); /* zeroed after the hook: it checks the free fill */
+  if (p != NULL) memset(p, 0, total);
   return p;
 }
 
@@ -103,23 +113,26 @@ void *_fg_realloc_raw(void *p, size_t size) {
   return q;
 }
 
-/* The ledger sees a realloc as a free of the old block and an allocation of the new one. */
-fg_export void *fg_realloc(void *p, size_t size) {
-  if (fg_likely(!_fg_ledger_on)) return _fg_realloc_raw(p, size);
-  size_t old = 0;
-  if (p != NULL) {
-    if (size > FG_MAX_ALLOC) { /* fails before anything moves: p stays counted */
-      errno = ENOMEM;
-      return NULL;
-    }
-    old = _fg_ledger_free(p);
+/* Hooked, a realloc is an allocation, a copy of what was requested, and a free: the ledger
+ * counts both ends and secure mode arms a fresh canary. */
+static fg_noinline void *realloc_hooked(void *p, size_t size) {
+  if (p == NULL) return malloc_hooked(size);
+  if (size == 0) {
+    fg_free(p);
+    return NULL;
   }
-  void *q = _fg_realloc_raw(p, size);
-  if (q != NULL)
-    _fg_ledger_alloc(q, size);
-  else if (p != NULL && size != 0)
-    _fg_ledger_alloc(p, old); /* the move failed: p is still live */
+  size_t old = _fg_hook_requested(p);
+  if (old == SIZE_MAX) old = fg_usable_size(p); /* from before the hooks: all of it */
+  void *q = malloc_hooked(size);
+  if (q == NULL) return NULL; /* p stays valid and intact */
+  memcpy(q, p, old < size ? old : size);
+  fg_free(p);
   return q;
+}
+
+fg_export void *fg_realloc(void *p, size_t size) {
+  if (fg_unlikely(_fg_hooked)) return realloc_hooked(p, size);
+  return _fg_realloc_raw(p, size);
 }
 
 fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
@@ -162,8 +175,13 @@ void *_fg_memalign_raw(size_t align, size_t size) {
 }
 
 static void *malloc_aligned(size_t align, size_t size) {
-  void *p = _fg_memalign_raw(align, size);
-  if (fg_unlikely(_fg_ledger_on) && p != NULL) _fg_ledger_alloc(p, size);
+  if (fg_likely(!_fg_hooked)) return _fg_memalign_raw(align, size);
+  if (size > FG_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = _fg_memalign_raw(align, size + _fg_hook_pad());
+  if (p != NULL) _fg_hook_alloc(p, size);
   return p;
 }
 

@@ -133,22 +133,23 @@ static inline void free_impl(void *p, bool sized, size_t size) {
 
 void _fg_free_raw(void *p, bool sized, size_t size) { free_impl(p, sized, size); }
 
-static fg_noinline void free_ledger(void *p, bool sized, size_t size) {
-  _fg_ledger_free(p);
+static fg_noinline void free_hooked(void *p, bool sized, size_t size) {
+  if (p == NULL) return;
+  _fg_hook_free(p);
   free_impl(p, sized, size);
 }
 
 fg_export void fg_free(void *p) {
-  if (fg_unlikely(_fg_ledger_on)) {
-    free_ledger(p, false, 0);
+  if (fg_unlikely(_fg_hooked)) {
+    free_hooked(p, false, 0);
     return;
   }
   free_impl(p, false, 0);
 }
 
 fg_export void fg_free_sized(void *p, size_t size) {
-  if (fg_unlikely(_fg_ledger_on)) {
-    free_ledger(p, true, size);
+  if (fg_unlikely(_fg_hooked)) {
+    free_hooked(p, true, size);
     return;
   }
   free_impl(p, true, size);
@@ -163,6 +164,10 @@ fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
 
 fg_export size_t fg_usable_size(const void *p) {
   if (p == NULL) return 0;
+  if (fg_unlikely(_fg_secure_on)) { /* the bytes past the request are the canary's */
+    size_t requested = _fg_hook_requested(p);
+    if (requested != SIZE_MAX) return requested;
+  }
   fg_segment_t *s;
   fg_page_t *page = _fg_checked_page(p, &s, "usable_size");
   if (page == NULL) return _fg_large_usable(s, p);

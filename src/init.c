@@ -61,7 +61,9 @@ void _fg_process_init(void) {
   }
   _fg_secret = _fg_os_random() | 1;
   _fg_options_init();
+  _fg_secure_init();
   _fg_stats_init();
+  _fg_hooked = _fg_secure_on || _fg_ledger_active;
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 

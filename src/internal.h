@@ -109,6 +109,8 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 bool _fg_page_extend(fg_page_t *page);          /* carve more blocks into `free` */
 void _fg_page_collect(fg_page_t *page);         /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
+/* The requested-size entry of block p (hooked paths only); NULL if p is no block start. */
+uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create);
 void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 void _fg_queue_push_back(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
@@ -144,16 +146,31 @@ void _fg_large_cache_collect(uint64_t now, bool force);
 void _fg_large_lock(void);
 void _fg_large_unlock(bool child);
 
-/* ---- alloc.c / free.c: the API without the ledger hook (the ledger calls these) ----------- */
-extern bool _fg_ledger_on; /* set once at process start */
+/* ---- alloc.c / free.c: the API without the hooks (the hooked paths call these) ------------ */
+/* Set once at process start when the ledger or secure mode is on: every entry point then
+ * takes its hooked path (one predictable branch when off). */
+extern bool _fg_hooked;
 void *_fg_malloc_raw(size_t size);
 void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
 
+/* ---- secure.c: hardened mode, and the hooked path's dispatch ------------------------------ */
+extern bool _fg_secure_on;
+void _fg_secure_init(void);
+/* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
+static inline size_t _fg_hook_pad(void) { return _fg_secure_on ? 1 : 0; }
+void _fg_hook_alloc(void *p, size_t size);    /* after the raw allocation of size + pad */
+size_t _fg_hook_free(void *p);                /* before the raw free; returns the request (0: unknown) */
+size_t _fg_hook_requested(const void *p);     /* the request of a live block (SIZE_MAX: unknown) */
+void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
+size_t _fg_secure_guard(void);                /* bytes of guard page at the end of a mapping */
+void _fg_secure_guard_mapping(void *base, size_t mapped);
+
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */
+extern bool _fg_ledger_active;
 void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);

@@ -55,7 +55,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   size_t offset = align > FG_OS_PAGE ? align : FG_OS_PAGE; /* the header's page */
-  size_t need = offset + fg_align_up(size, FG_OS_PAGE);
+  size_t need = offset + fg_align_up(size, FG_OS_PAGE) + _fg_secure_guard();
   _fg_lock(&large_lock);
   fg_segment_t *s = cache_take(need, offset);
   _fg_unlock(&large_lock);
@@ -74,7 +74,10 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
       return NULL;
     }
   }
-  if (fresh) _fg_count(FG_C_fresh_large_bytes, size);
+  if (fresh) {
+    _fg_count(FG_C_fresh_large_bytes, size);
+    _fg_secure_guard_mapping(s, s->mapped);
+  }
   s->large_offset = offset;
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
@@ -115,14 +118,14 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
 
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
   large_check(s, p);
-  return s->mapped - s->large_offset;
+  return s->mapped - s->large_offset - _fg_secure_guard();
 }
 
 /* Resize in place when the mapping can follow (shrink, or grow into free address space
  * behind it): no copy, no fault on the kept pages. NULL when the block must move. */
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
   large_check(s, p);
-  size_t usable = s->mapped - s->large_offset;
+  size_t usable = s->mapped - s->large_offset - _fg_secure_guard();
   if (size <= usable && size >= usable / 2) {
     size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
     if ((s->mapped - want) * 8 > s->mapped && _fg_os_resize(s, s->mapped, want)) s->mapped = want;

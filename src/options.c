@@ -34,6 +34,9 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
                                      "ms between timeline samples in the JSON (0: no timeline)"},
     [FG_OPTION_LEAKS] = {"FRUGAL_LEAKS", 0, 0, 1, false,
                          "1: ledger on, a call stack per block, live blocks by call site at exit"},
+    [FG_OPTION_SECURE] = {"FRUGAL_SECURE", 0, 0, 1, false,
+                          "1: hardened: canary after each block, freed blocks filled and checked, guard pages, "
+                          "shuffled allocation order"},
 };
 
 long _fg_option_values[FG_OPTION_COUNT];

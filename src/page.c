@@ -39,10 +39,14 @@ bool _fg_page_extend(fg_page_t *page) {
   if (n < 4) n = 4;
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bsize;
-  uint8_t *b = first;
-  for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_encode(page, b + bsize);
-  ((fg_block_t *)b)->next = _fg_encode(page, page->free);
-  page->free = (fg_block_t *)first;
+  if (fg_unlikely(_fg_secure_on)) {
+    _fg_secure_carve(page, first, n);
+  } else {
+    uint8_t *b = first;
+    for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_encode(page, b + bsize);
+    ((fg_block_t *)b)->next = _fg_encode(page, page->free);
+    page->free = (fg_block_t *)first;
+  }
   page->capacity += n;
   if (page->fresh) _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * bsize);
   return true;
@@ -83,6 +87,18 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   return list_holds(page, page->free, b) || list_holds(page, page->local_free, b) ||
          list_holds(page, (fg_block_t *)(tf & ~FG_TF_FULL), b);
+}
+
+uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
+  if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
+  size_t idx = (size_t)((const uint8_t *)p - page->start) / page->block_size;
+  if (idx >= page->reserved) return NULL;
+  if (page->requested == NULL) {
+    if (!create) return NULL;
+    page->requested = _fg_os_alloc_aligned(page->reserved * sizeof(uint32_t), FG_OS_PAGE);
+    if (page->requested == NULL) return NULL;
+  }
+  return &page->requested[idx];
 }
 
 /* ---- page queues --------------------------------------------------------------------------- */

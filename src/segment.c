@@ -108,6 +108,7 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
     if (s == NULL) return NULL;
     s->mapped = FG_SEGMENT_SIZE;
     _fg_segmap_set(s, true);
+    _fg_secure_guard_mapping(s, FG_SEGMENT_SIZE);
   }
   _fg_count(fresh ? FG_C_segment_cache_misses : FG_C_segment_cache_hits, 1);
   size_t count = FG_SEGMENT_SIZE >> kind_shift[kind];
@@ -139,8 +140,9 @@ size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **sta
   size_t index = (size_t)(page - s->pages);
   size_t page_size = (size_t)1 << s->page_shift;
   size_t skip = index == 0 ? header_size(s->page_count) : 0;
+  size_t guard = index + 1 == s->page_count ? _fg_secure_guard() : 0; /* secure: last OS page */
   *start = (uint8_t *)s + index * page_size + skip;
-  return page_size - skip;
+  return page_size - skip - guard;
 }
 
 /* A free page slot of `kind` for `heap`, from a segment it owns or a new one. */

@@ -2,7 +2,7 @@
  * (OS calls, caches) are always kept, on slow paths. The per-class ledger (blocks and bytes
  * requested vs handed out, the size histogram, leaks) runs only when FRUGAL_STATS,
  * FRUGAL_STATS_FILE or FRUGAL_LEAKS asks for it: then every entry point takes its one
- * `_fg_ledger_on` branch into here; off, the fast paths pay that branch and nothing else.
+ * `_fg_hooked` branch into here; off, the fast paths pay that branch and nothing else.
  * Each thread counts into its own heap's ledger with plain stores; readers merge. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -64,23 +64,15 @@ static bool locate(const void *p, block_loc_t *loc, bool create) {
   loc->large = NULL;
   if (s->kind == FG_SEG_LARGE) {
     loc->row = FG_CLASS_COUNT;
-    loc->handed = s->mapped - s->large_offset;
+    loc->handed = s->mapped - s->large_offset - _fg_secure_guard();
     loc->large = s;
     return true;
   }
   fg_page_t *page = _fg_page_of(s, p);
-  if (page->heap == NULL || (const uint8_t *)p < page->start) return false;
-  if (page->requested == NULL) {
-    if (!create) return false;
-    page->requested = _fg_os_alloc_aligned(page->reserved * sizeof(uint32_t), FG_OS_PAGE);
-    if (page->requested == NULL) return false;
-  }
-  size_t idx = (size_t)((const uint8_t *)p - page->start) / page->block_size;
-  if (idx >= page->reserved) return false;
+  loc->slot = _fg_page_requested_slot(page, p, create);
   loc->row = page->class_idx;
   loc->handed = page->block_size;
-  loc->slot = &page->requested[idx];
-  return true;
+  return loc->slot != NULL;
 }
 
 static fg_ledger_t *thread_ledger(bool *shared) {
@@ -318,7 +310,7 @@ static void live_totals(const fg_stats_t *st, uint64_t *req, uint64_t *handed) {
 fg_export void fg_stats_get(fg_stats_t *out) {
   int saved = errno;
   memset(out, 0, sizeof *out);
-  out->ledger_on = _fg_ledger_on;
+  out->ledger_on = _fg_ledger_active;
 #define FG_X(name, help) out->name = atomic_load_explicit(&_fg_counters[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
@@ -764,9 +756,11 @@ fg_export bool fg_stats_write(const char *path) {
 
 fg_export void fg_stats_print(void) { report_to_fd(2, false); }
 
+bool _fg_ledger_active;
+
 void _fg_stats_init(void) {
   leaks_on = _fg_option(FG_OPTION_LEAKS) != 0;
-  _fg_ledger_on = leaks_on || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0;
+  _fg_ledger_active = leaks_on || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0;
   long interval = _fg_option(FG_OPTION_STATS_INTERVAL_MS);
   timeline_on = interval > 0;
   sample_ms = interval > 0 ? (uint64_t)interval : 100;
@@ -775,7 +769,7 @@ void _fg_stats_init(void) {
 
 /* At exit (this library is finalized after the program's own destructors). */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (!_fg_ledger_on) return;
+  if (!_fg_ledger_active) return;
   in_capture = true; /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
   if (file != NULL && !fg_stats_write(file)) _fg_warning("cannot write FRUGAL_STATS_FILE: ", file);

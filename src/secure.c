@@ -1,0 +1,175 @@
+/* secure.c — hardened mode (FRUGAL_SECURE=1) and the hooked path's dispatch. When the ledger
+ * or secure mode is on, every API entry point calls _fg_hook_alloc after and _fg_hook_free
+ * before the plain operation; off, they never get here (one branch on `_fg_hooked`).
+ * Secure mode adds, on top of the default checks (encoded free lists, double-free and
+ * foreign-pointer detection): a canary right after each block's requested bytes, checked on
+ * free (a 1-byte overflow is caught); freed blocks filled with a pattern that is checked when
+ * the block is handed out again (a write after free is caught); a PROT_NONE guard page at the
+ * end of every segment and large block; blocks of a new page handed out in shuffled order. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <sys/mman.h>
+
+bool _fg_hooked;
+bool _fg_secure_on;
+static uint8_t canary_byte, fill_byte;
+
+#define CANARY_MAX 64 /* canary bytes after a request: overflows go further rarely */
+#define FILL_MAX 256  /* bytes of a freed block filled and checked: the cost stays per block */
+
+void _fg_secure_init(void) {
+  _fg_secure_on = _fg_option(FG_OPTION_SECURE) != 0;
+  /* Per-process bytes, never 0: a zeroing bug or a guessed value does not pass. */
+  canary_byte = (uint8_t)(_fg_secret >> 8) | 0x81;
+  fill_byte = (uint8_t)(_fg_secret >> 16) | 0x42;
+  if (fill_byte == canary_byte) fill_byte ^= 0x10;
+}
+
+size_t _fg_secure_guard(void) { return _fg_secure_on ? FG_OS_PAGE : 0; }
+
+void _fg_secure_guard_mapping(void *base, size_t mapped) {
+  if (_fg_secure_on) mprotect((uint8_t *)base + mapped - FG_OS_PAGE, FG_OS_PAGE, PROT_NONE);
+}
+
+/* ---- where a block's request and bounds live ------------------------------------------------- */
+
+typedef struct secure_loc_s {
+  fg_page_t *page;     /* small block's page, or NULL for a large block */
+  fg_segment_t *large;
+  uint8_t *block;      /* block start (a small block's; the large block's user pointer) */
+  uint8_t *end;        /* end of the bytes usable from the block */
+  uint32_t *slot;      /* small: request + 1 */
+} secure_loc_t;
+
+/* False for anything that is not a live frugal block start: the plain path reports it. */
+static bool locate(const void *p, secure_loc_t *loc, bool create) {
+  fg_segment_t *s = _fg_segment_of(p);
+  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret)) return false;
+  if (s->kind == FG_SEG_LARGE) {
+    if ((const uint8_t *)p != (uint8_t *)s + s->large_offset) return false;
+    loc->page = NULL;
+    loc->large = s;
+    loc->block = (uint8_t *)p;
+    loc->end = (uint8_t *)s + s->mapped - _fg_secure_guard();
+    loc->slot = NULL;
+    return true;
+  }
+  fg_page_t *page = _fg_page_of(s, p);
+  loc->slot = _fg_page_requested_slot(page, p, create);
+  if (loc->slot == NULL) return false;
+  size_t idx = (size_t)((const uint8_t *)p - page->start) / page->block_size;
+  loc->page = page;
+  loc->large = NULL;
+  loc->block = page->start + idx * page->block_size;
+  if (loc->block != (const uint8_t *)p && !page->has_aligned) return false; /* interior: misuse */
+  loc->end = loc->block + page->block_size;
+  return true;
+}
+
+static size_t stored_request(const secure_loc_t *loc) {
+  return loc->slot != NULL ? *loc->slot : loc->large->large_requested;
+}
+
+static void store_request(const secure_loc_t *loc, size_t stored) {
+  if (loc->slot != NULL)
+    *loc->slot = (uint32_t)stored;
+  else
+    loc->large->large_requested = stored;
+}
+
+static size_t canary_len(const uint8_t *from, const uint8_t *end) {
+  size_t room = (size_t)(end - from);
+  return room < CANARY_MAX ? room : CANARY_MAX;
+}
+
+/* ---- new blocks: filled like freed ones, handed out in shuffled order ------------------------- */
+
+static uint64_t next_random(uint64_t *state) { /* xorshift64* */
+  uint64_t x = *state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 0x2545f4914f6cdd1du;
+}
+
+static void fill_free(uint8_t *block, size_t bsize) {
+  if (bsize > sizeof(fg_block_t))
+    memset(block + sizeof(fg_block_t), fill_byte, (bsize < FILL_MAX ? bsize : FILL_MAX) - sizeof(fg_block_t));
+}
+
+void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
+  size_t bsize = page->block_size;
+  uint64_t state = page->key ^ ((uint64_t)page->capacity << 32) ^ (uintptr_t)first;
+  if (state == 0) state = 1;
+  /* Link the n new blocks in a random order: a Fisher-Yates walk over their indices,
+   * kept implicit by swapping the link targets as we go. */
+  uint16_t order[FG_OS_PAGE / 8];
+  for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
+  for (uint32_t i = n - 1; i > 0; i--) {
+    uint32_t j = (uint32_t)(next_random(&state) % (i + 1));
+    uint16_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  fg_block_t *head = page->free;
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *b = first + (size_t)order[i] * bsize;
+    fill_free(b, bsize);
+    ((fg_block_t *)b)->next = _fg_encode(page, head);
+    head = (fg_block_t *)b;
+  }
+  page->free = head;
+}
+
+/* ---- the hooks ----------------------------------------------------------------------------------- */
+
+static fg_noinline fg_cold void write_after_free(const void *b) { _fg_misuse("write after free", b); }
+
+static void secure_alloc(void *p, size_t size) {
+  secure_loc_t loc;
+  if (!locate(p, &loc, true)) return;
+  if (loc.page != NULL) { /* the fill must be intact: nobody wrote to the block while free */
+    size_t bsize = loc.page->block_size, upto = bsize < FILL_MAX ? bsize : FILL_MAX;
+    for (size_t i = sizeof(fg_block_t); i < upto; i++)
+      if (loc.block[i] != fill_byte) write_after_free(loc.block);
+  }
+  store_request(&loc, size + 1);
+  uint8_t *after = (uint8_t *)p + size;
+  memset(after, canary_byte, canary_len(after, loc.end));
+}
+
+static size_t secure_free(void *p) {
+  secure_loc_t loc;
+  if (!locate(p, &loc, false)) return 0;
+  size_t stored = stored_request(&loc);
+  if (stored != 0) {
+    const uint8_t *after = (uint8_t *)p + stored - 1;
+    size_t n = canary_len(after, loc.end);
+    for (size_t i = 0; i < n; i++)
+      if (after[i] != canary_byte) _fg_misuse("heap buffer overflow (canary after the block)", p);
+  }
+  if (loc.page != NULL) fill_free(loc.block, loc.page->block_size);
+  return stored != 0 ? stored - 1 : 0;
+}
+
+void _fg_hook_alloc(void *p, size_t size) {
+  if (_fg_secure_on) secure_alloc(p, size);
+  if (_fg_ledger_active) _fg_ledger_alloc(p, size);
+}
+
+size_t _fg_hook_free(void *p) {
+  size_t requested = _fg_secure_on ? secure_free(p) : 0;
+  if (_fg_ledger_active) return _fg_ledger_free(p); /* reads the request and clears it */
+  secure_loc_t loc;
+  if (locate(p, &loc, false)) store_request(&loc, 0);
+  return requested;
+}
+
+size_t _fg_hook_requested(const void *p) {
+  secure_loc_t loc;
+  if (!locate(p, &loc, false)) return SIZE_MAX;
+  size_t stored = stored_request(&loc);
+  return stored != 0 ? stored - 1 : SIZE_MAX;
+}
