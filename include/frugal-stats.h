@@ -20,9 +20,9 @@ extern "C" {
  * X(name, help) */
 #define FG_STATS_CLASS_FIELDS(X)                                                           \
   X(allocations, "blocks handed out")                                                      \
-  X(frees, "blocks freed")                                                                 \
   X(bytes_requested, "bytes asked for, cumulative")                                        \
   X(bytes_handed_out, "bytes of the blocks handed out, cumulative")                        \
+  X(frees, "blocks freed")                                                                 \
   X(freed_requested, "bytes asked for by blocks freed since")                              \
   X(freed_handed_out, "bytes of blocks freed since")
 

@@ -89,13 +89,21 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
          list_holds(page, (fg_block_t *)(tf & ~FG_TF_FULL), b);
 }
 
+/* The side array stays with the page slot when the page is released (a FIFO's pages come
+ * and go every round: an mmap each time doubled the ledger's cost); segment.c frees it when
+ * the whole segment goes. Stale entries are harmless: every block of a page is recorded when
+ * it is handed out, before anything reads its entry. */
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
-  size_t idx = (size_t)((const uint8_t *)p - page->start) / page->block_size;
-  if (idx >= page->reserved) return NULL;
-  if (page->requested == NULL) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  size_t idx = (size_t)((off * page->recip) >> 32); /* exact for block starts */
+  if (idx * page->block_size != off) idx = off / page->block_size; /* aligned interior */
+  if (idx >= page->capacity) return NULL;
+  if (page->requested == NULL || page->requested_cap < page->reserved) {
     if (!create) return NULL;
+    if (page->requested != NULL) _fg_os_free(page->requested, page->requested_cap * sizeof(uint32_t));
     page->requested = _fg_os_alloc_aligned(page->reserved * sizeof(uint32_t), FG_OS_PAGE);
+    page->requested_cap = page->requested != NULL ? page->reserved : 0;
     if (page->requested == NULL) return NULL;
   }
   return &page->requested[idx];

@@ -167,10 +167,6 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
 void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
-  if (page->requested != NULL) { /* the ledger's side array */
-    _fg_os_free(page->requested, page->reserved * sizeof(uint32_t));
-    page->requested = NULL;
-  }
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
   page->heap = NULL;
   page->block_size = 0;
@@ -186,6 +182,11 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   s->used_pages--;
   if (s->used_pages == 0) {
     segment_unlink(heap, s);
+    for (size_t i = 0; i < s->page_count; i++) { /* the hooked paths' side arrays */
+      if (s->pages[i].requested == NULL) continue;
+      _fg_os_free(s->pages[i].requested, s->pages[i].requested_cap * sizeof(uint32_t));
+      s->pages[i].requested = NULL;
+    }
     /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO
      * rounds); an exited thread's is given back whole: one madvise, not one per page. */
     if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);

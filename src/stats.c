@@ -75,25 +75,29 @@ static bool locate(const void *p, block_loc_t *loc, bool create) {
   return loc->slot != NULL;
 }
 
-static fg_ledger_t *thread_ledger(bool *shared) {
+/* The calling thread's ledger; NULL means "count into the shared orphan ledger". */
+static fg_ledger_t *thread_ledger(void) {
   fg_heap_t *heap = _fg_heap();
-  *shared = heap == &_fg_heap_empty;
-  if (*shared) return &orphan_ledger;
-  if (heap->ledger == NULL) {
-    heap->ledger = _fg_os_alloc_aligned(sizeof(fg_ledger_t), FG_OS_PAGE);
-    if (heap->ledger == NULL) {
-      *shared = true;
-      return &orphan_ledger;
-    }
-  }
+  if (fg_likely(heap->ledger != NULL)) return heap->ledger;
+  if (heap == &_fg_heap_empty) return NULL;
+  heap->ledger = _fg_os_alloc_aligned(sizeof(fg_ledger_t), FG_OS_PAGE);
   return heap->ledger;
 }
 
-static inline void add(_Atomic(uint64_t) *c, uint64_t n, bool shared) {
-  if (shared)
-    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-  else
-    _fg_bump(c, n);
+/* One row's three counters and the histogram; owner-only stores, or atomic adds into the
+ * orphan ledger for threads without a heap. */
+static inline void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, size_t bucket) {
+  if (fg_likely(l != NULL)) {
+    _fg_bump(&l->classes[row][f0], 1);
+    _fg_bump(&l->classes[row][f0 + 1], v0);
+    _fg_bump(&l->classes[row][f0 + 2], v1);
+    if (bucket != SIZE_MAX) _fg_bump(&l->histogram[bucket], 1);
+    return;
+  }
+  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 1], v0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 2], v1, memory_order_relaxed);
+  if (bucket != SIZE_MAX) atomic_fetch_add_explicit(&orphan_ledger.histogram[bucket], 1, memory_order_relaxed);
 }
 
 /* ---- leaks: a call stack per live block ------------------------------------------------------ */
@@ -226,22 +230,22 @@ static void leak_forget(void *p) {
 
 static void maybe_sample(void);
 
+/* The field list keeps each pair of counters in this order, so one helper counts both ends. */
+_Static_assert(FG_F_bytes_requested == FG_F_allocations + 1 && FG_F_bytes_handed_out == FG_F_allocations + 2 &&
+                   FG_F_freed_requested == FG_F_frees + 1 && FG_F_freed_handed_out == FG_F_frees + 2,
+               "frugal-stats.h: keep allocations/bytes_requested/bytes_handed_out and frees/freed_* adjacent");
+
 void _fg_ledger_alloc(void *p, size_t size) {
   block_loc_t loc;
   if (!locate(p, &loc, true)) return;
-  bool shared;
-  fg_ledger_t *l = thread_ledger(&shared);
-  _Atomic(uint64_t) *row = l->classes[loc.row];
-  add(&row[FG_F_allocations], 1, shared);
-  add(&row[FG_F_bytes_requested], size, shared);
-  add(&row[FG_F_bytes_handed_out], loc.handed, shared);
-  add(&l->histogram[bucket_of(size)], 1, shared);
+  fg_ledger_t *l = thread_ledger();
+  count(l, loc.row, FG_F_allocations, size, loc.handed, bucket_of(size));
   if (loc.slot != NULL)
     *loc.slot = (uint32_t)size + 1;
   else
     loc.large->large_requested = size + 1;
   if (leaks_on) leak_record(p, size);
-  if (!shared && (++l->events & 63) == 0) maybe_sample();
+  if (l != NULL && (++l->events & 63) == 0) maybe_sample();
 }
 
 size_t _fg_ledger_free(void *p) {
@@ -253,12 +257,7 @@ size_t _fg_ledger_free(void *p) {
     *loc.slot = 0;
   else
     loc.large->large_requested = 0;
-  bool shared;
-  fg_ledger_t *l = thread_ledger(&shared);
-  _Atomic(uint64_t) *row = l->classes[loc.row];
-  add(&row[FG_F_frees], 1, shared);
-  add(&row[FG_F_freed_requested], stored - 1, shared);
-  add(&row[FG_F_freed_handed_out], loc.handed, shared);
+  count(thread_ledger(), loc.row, FG_F_frees, stored - 1, loc.handed, SIZE_MAX);
   if (leaks_on) leak_forget(p);
   return stored - 1;
 }
@@ -768,14 +767,33 @@ void _fg_stats_init(void) {
 }
 
 /* At exit (this library is finalized after the program's own destructors). */
+/* FRUGAL_STATS_FILE with "%p" in it names one file per process (a shell script's children
+ * would otherwise overwrite each other's ledger, the last to exit winning). */
+static void expand_pid(const char *path, char *out, size_t size) {
+  size_t n = 0;
+  for (const char *c = path; *c && n + 24 < size; c++) {
+    if (c[0] == '%' && c[1] == 'p') {
+      n += (size_t)snprintf(out + n, size - n, "%d", (int)getpid());
+      c++;
+    } else {
+      out[n++] = *c;
+    }
+  }
+  out[n] = '\0';
+}
+
 __attribute__((destructor)) static void stats_at_exit(void) {
   if (!_fg_ledger_active) return;
   in_capture = true; /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
-  if (file != NULL && !fg_stats_write(file)) _fg_warning("cannot write FRUGAL_STATS_FILE: ", file);
+  if (file != NULL) {
+    char path[4096];
+    expand_pid(file, path, sizeof path);
+    if (!fg_stats_write(path)) _fg_warning("cannot write FRUGAL_STATS_FILE: ", path);
+  }
   if (_fg_option(FG_OPTION_STATS) != 0)
     fg_stats_print();
-  else if (leaks_on) {
+  else if (leaks_on && file == NULL) { /* with a file, the leaks are in it */
     char *buf = table_alloc(1 << 16);
     if (buf != NULL) {
       writer_t w = {buf, 1 << 16, 0, 2};

@@ -108,7 +108,8 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   _Atomic(uintptr_t) xthread_free;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
-  uint32_t *requested;           /* ledger only: requested size + 1 per block (0: unknown) */
+  uint32_t *requested;           /* hooked only: requested size + 1 per block (0: unknown) */
+  uint32_t requested_cap;        /* entries in `requested`; kept with the slot for reuse */
 } fg_page_t;
 
 typedef struct fg_segment_s {
