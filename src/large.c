@@ -78,6 +78,10 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     _fg_count(FG_C_fresh_large_bytes, size);
     _fg_secure_guard_mapping(s, s->mapped);
   }
+  /* Secure mode ends the block against its guard page (16-byte aligned), so an overflow past
+   * the canary faults at once rather than landing in the page-rounding slack. */
+  size_t slack = s->mapped - _fg_secure_guard() - offset - size;
+  if (_fg_secure_on && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
   s->large_offset = offset;
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
