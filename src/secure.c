@@ -14,9 +14,12 @@
 bool _fg_hooked;
 bool _fg_secure_on;
 static uint8_t canary_byte, fill_byte;
+static uint64_t fill_word;
 
-#define CANARY_MAX 64 /* canary bytes after a request: overflows go further rarely */
-#define FILL_MAX 256  /* bytes of a freed block filled and checked: the cost stays per block */
+/* Bounds that keep secure mode's cost per block, not per byte (measured on the lab's
+ * workloads: 256 fill bytes checked one by one made a 128 B malloc/free 12x slower). */
+#define CANARY_MAX 16 /* canary bytes after a request: a 1-byte overflow up to 16 is caught */
+#define FILL_MAX 64   /* bytes of a freed block filled and checked, in words */
 
 void _fg_secure_init(void) {
   _fg_secure_on = _fg_option(FG_OPTION_SECURE) != 0;
@@ -24,6 +27,7 @@ void _fg_secure_init(void) {
   canary_byte = (uint8_t)(_fg_secret >> 8) | 0x81;
   fill_byte = (uint8_t)(_fg_secret >> 16) | 0x42;
   if (fill_byte == canary_byte) fill_byte ^= 0x10;
+  fill_word = fill_byte * 0x0101010101010101u;
 }
 
 size_t _fg_secure_guard(void) { return _fg_secure_on ? FG_OS_PAGE : 0; }
@@ -94,9 +98,17 @@ static uint64_t next_random(uint64_t *state) { /* xorshift64* */
   return x * 0x2545f4914f6cdd1du;
 }
 
+/* Words 1.. of a free block (word 0 is the free-list link); block sizes are multiples of 8. */
 static void fill_free(uint8_t *block, size_t bsize) {
-  if (bsize > sizeof(fg_block_t))
-    memset(block + sizeof(fg_block_t), fill_byte, (bsize < FILL_MAX ? bsize : FILL_MAX) - sizeof(fg_block_t));
+  size_t words = (bsize < FILL_MAX ? bsize : FILL_MAX) / 8;
+  for (size_t i = 1; i < words; i++) ((uint64_t *)block)[i] = fill_word;
+}
+
+static bool fill_intact(const uint8_t *block, size_t bsize) {
+  size_t words = (bsize < FILL_MAX ? bsize : FILL_MAX) / 8;
+  uint64_t diff = 0;
+  for (size_t i = 1; i < words; i++) diff |= ((const uint64_t *)block)[i] ^ fill_word;
+  return diff == 0;
 }
 
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
@@ -130,27 +142,27 @@ static fg_noinline fg_cold void write_after_free(const void *b) { _fg_misuse("wr
 static void secure_alloc(void *p, size_t size) {
   secure_loc_t loc;
   if (!locate(p, &loc, true)) return;
-  if (loc.page != NULL) { /* the fill must be intact: nobody wrote to the block while free */
-    size_t bsize = loc.page->block_size, upto = bsize < FILL_MAX ? bsize : FILL_MAX;
-    for (size_t i = sizeof(fg_block_t); i < upto; i++)
-      if (loc.block[i] != fill_byte) write_after_free(loc.block);
-  }
+  /* The fill must be intact: nobody wrote to the block while it was free. */
+  if (loc.page != NULL && !fill_intact(loc.block, loc.page->block_size)) write_after_free(loc.block);
   store_request(&loc, size + 1);
   uint8_t *after = (uint8_t *)p + size;
   memset(after, canary_byte, canary_len(after, loc.end));
 }
 
-static size_t secure_free(void *p) {
+/* Check the canary, fill the block, and clear its request unless the ledger reads it next. */
+static size_t secure_free(void *p, bool clear) {
   secure_loc_t loc;
   if (!locate(p, &loc, false)) return 0;
   size_t stored = stored_request(&loc);
   if (stored != 0) {
     const uint8_t *after = (uint8_t *)p + stored - 1;
     size_t n = canary_len(after, loc.end);
-    for (size_t i = 0; i < n; i++)
-      if (after[i] != canary_byte) _fg_misuse("heap buffer overflow (canary after the block)", p);
+    uint8_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff |= after[i] ^ canary_byte;
+    if (diff != 0) _fg_misuse("heap buffer overflow (canary after the block)", p);
   }
   if (loc.page != NULL) fill_free(loc.block, loc.page->block_size);
+  if (clear) store_request(&loc, 0);
   return stored != 0 ? stored - 1 : 0;
 }
 
@@ -160,10 +172,8 @@ void _fg_hook_alloc(void *p, size_t size) {
 }
 
 size_t _fg_hook_free(void *p) {
-  size_t requested = _fg_secure_on ? secure_free(p) : 0;
+  size_t requested = _fg_secure_on ? secure_free(p, !_fg_ledger_active) : 0;
   if (_fg_ledger_active) return _fg_ledger_free(p); /* reads the request and clears it */
-  secure_loc_t loc;
-  if (locate(p, &loc, false)) store_request(&loc, 0);
   return requested;
 }
 
