@@ -1,5 +1,5 @@
 /* free.c — freeing, and the checks that catch heap misuse by default. A pointer is frugal's
- * if the segment map has its segment (one bit test); it is a block start if its offset in
+ * if the segment map has its segment (one byte test); it is a block start if its offset in
  * the page is a multiple of the block size (a multiply by the page's reciprocal, not a
  * divide); it is live unless its first word decodes to a free-list link of its own segment,
  * in which case the page's lists are walked to be sure. The fast path pays a few
@@ -14,7 +14,7 @@
  * almost never looks like that, and a fresh block has it zeroed (see page_pop). */
 static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) {
   uintptr_t link = b->next ^ page->key;
-  return ((link ^ (uintptr_t)b) < FG_SEGMENT_SIZE) | (link == 0);
+  return fg_unlikely((link ^ (uintptr_t)b) < FG_SEGMENT_SIZE) || fg_unlikely(link == 0);
 }
 
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
@@ -91,10 +91,11 @@ static inline void push_local(fg_page_t *page, fg_block_t *b) {
   b->next = _fg_encode(page, page->local_free);
   page->local_free = b;
   if (fg_unlikely(--page->used == 0)) {
-    /* The lone page of its class stays (see _fg_heap_page_retire); only every 16th time
-     * does the heap look at the clock, so a malloc/free loop stays on the fast path. */
-    bool lone = (page->next == NULL) & (page->prev == NULL) & !page->in_full;
-    if (!lone || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
+    /* The lone page of its class (no neighbours: next == prev == NULL) stays, see
+     * _fg_heap_page_retire; only every 16th time does the heap look at the clock, so a
+     * malloc/free loop stays on the fast path. A page whose last block comes back is never
+     * in the full list: its earlier frees were gathered, which took it out. */
+    if (page->next != page->prev || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
   } else if (fg_unlikely(page->in_full))
     _fg_heap_page_unfull(page);
 }
@@ -122,8 +123,8 @@ static inline void free_impl(void *p, bool sized, size_t size) {
    * error term stays below 1 for offsets < 2^32), so only non-starts fail it. */
   size_t off = (size_t)((uint8_t *)p - page->start);
   size_t idx = (size_t)((off * page->recip) >> 32);
-  if (fg_unlikely((idx * page->block_size != off) | (idx >= page->capacity) |
-                  looks_freed(page, p))) {
+  if (fg_unlikely(idx * page->block_size != off) || fg_unlikely(idx >= page->capacity) ||
+      fg_unlikely(looks_freed(page, p))) {
     free_local_checked(page, p);
     return;
   }

@@ -8,16 +8,12 @@
 
 #include <pthread.h>
 
-_Atomic(uint64_t) _fg_segmap[FG_SEGMAP_BITS / 64];
+_Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 
 void _fg_segmap_set(const void *segment, bool on) {
   uintptr_t i = (uintptr_t)segment >> FG_SEGMENT_SHIFT;
-  if (i >= FG_SEGMAP_BITS) return; /* never happens with a 47-bit user space */
-  uint64_t bit = (uint64_t)1 << (i % 64);
-  if (on)
-    atomic_fetch_or_explicit(&_fg_segmap[i / 64], bit, memory_order_release);
-  else
-    atomic_fetch_and_explicit(&_fg_segmap[i / 64], ~bit, memory_order_release);
+  if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
+  atomic_store_explicit(&_fg_segmap[i], on, memory_order_release);
 }
 
 /* ---- the segment cache ------------------------------------------------------------------- */
