@@ -90,4 +90,5 @@ static void fork_child(void) {
 __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_process_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
+  _fg_stats_start();
 }

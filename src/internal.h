@@ -173,6 +173,7 @@ void _fg_secure_guard_mapping(void *base, size_t mapped);
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */
 extern bool _fg_ledger_active;
+void _fg_stats_start(void); /* from the library constructor: loads the unwinder for leaks */
 void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);

@@ -16,8 +16,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 _Atomic(uint64_t) _fg_counters[FG_C_COUNT];
 
@@ -121,6 +119,9 @@ static stack_entry_t *stack_table;
 static uint32_t *stack_index; /* open addressing over stack_table, entries are index + 1 */
 static size_t stack_cap, stack_count;
 static __thread bool in_capture __attribute__((tls_model("initial-exec")));
+/* libunwind's unw_backtrace, loaded by _fg_stats_start when leaks are asked for: the
+ * library is not a dependency of every program frugal is preloaded into. */
+static int (*backtrace_fn)(void **frames, int max);
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -194,10 +195,10 @@ static uint32_t stack_intern(void **pc, uint32_t depth) {
 /* libunwind's unw_backtrace walks the stack without malloc on x86-64; the guard keeps any
  * allocation it might still make from recording (and unwinding) itself. */
 static void leak_record(void *p, size_t size) {
-  if (in_capture) return;
+  if (in_capture || backtrace_fn == NULL) return;
   in_capture = true;
   void *pc[LEAK_FRAMES + 4];
-  int depth = unw_backtrace(pc, LEAK_FRAMES + 4);
+  int depth = backtrace_fn(pc, LEAK_FRAMES + 4);
   int skip = depth > 2 ? 2 : 0; /* leak_record and _fg_ledger_alloc */
   pthread_mutex_lock(&leak_lock);
   uint32_t stack = stack_intern(pc + skip, (uint32_t)(depth - skip > LEAK_FRAMES ? LEAK_FRAMES : depth - skip));
@@ -756,6 +757,22 @@ fg_export bool fg_stats_write(const char *path) {
 fg_export void fg_stats_print(void) { report_to_fd(2, false); }
 
 bool _fg_ledger_active;
+
+/* From the library constructor, not from inside the first malloc: dlopen allocates. Blocks
+ * allocated before it (by other constructors) have no stack and are not in the leak report. */
+void _fg_stats_start(void) {
+  if (!leaks_on) return;
+  in_capture = true;
+  void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) lib = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
+  void *fn = lib != NULL ? dlsym(lib, "unw_backtrace") : NULL;
+  in_capture = false;
+  if (fn == NULL) {
+    _fg_warning("FRUGAL_LEAKS: libunwind not found (apt-get install libunwind8): ", "no call stacks");
+    return;
+  }
+  memcpy(&backtrace_fn, &fn, sizeof fn);
+}
 
 void _fg_stats_init(void) {
   leaks_on = _fg_option(FG_OPTION_LEAKS) != 0;
