@@ -36,8 +36,9 @@ extern "C" {
   X(madvise_calls, "madvise(DONTNEED) calls: memory given back, range kept")               \
   X(madvise_bytes, "bytes given back by madvise")                                          \
   X(mremap_calls, "mremap calls: large blocks resized in place")                           \
-  X(fresh_bytes, "never-touched or purged bytes carved into blocks: a page fault and "     \
-                 "kernel zeroing per 4 KiB (seed 3's hidden cost)")                        \
+  X(fresh_bytes, "uncommitted bytes frugal touched carving blocks: a page fault and "      \
+                 "kernel zeroing per 4 KiB (seed 3's hidden cost); the program's own "     \
+                 "first touches of big blocks come on top")                                \
   X(fresh_large_bytes, "bytes of large blocks mapped fresh from the OS")                   \
   X(slow_allocs, "small allocations that missed the thread cache (page free lists)")      \
   X(pages_new, "pages started")                                                            \

@@ -48,7 +48,9 @@ bool _fg_page_extend(fg_page_t *page) {
     page->free = (fg_block_t *)first;
   }
   page->capacity += n;
-  if (page->fresh) _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * bsize);
+  /* Carving writes each block's first word: small blocks touch all their pages, a block
+   * of 4 KiB or more touches one. */
+  if (page->fresh) _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * (bsize < FG_OS_PAGE ? bsize : FG_OS_PAGE));
   return true;
 }
 
