@@ -5,8 +5,10 @@ VENV    ?= .venv
 JOBS    ?= $(shell nproc)
 PY      := $(VENV)/bin/python
 STRESS_SECONDS ?= 30
+SECONDS ?= 300
+MINUTES ?= 10
 
-.PHONY: all build venv test bench bench-full install clean format
+.PHONY: all build venv test bench bench-full install clean format fuzz sanitize soak
 
 all: build venv
 
@@ -28,6 +30,19 @@ test: all
 	cd $(BUILD) && FRUGAL_STRESS_SECONDS=$(STRESS_SECONDS) ctest --output-on-failure -j $(JOBS)
 	FRUGAL_BUILD=$(abspath $(BUILD)) $(PY) -m pytest -q python/tests
 
+# The libFuzzer harness for SECONDS (`make test` runs it for 60 s as the ctest test "fuzz").
+# New inputs go to build/tests/fuzz/work/corpus; a crash is saved there as crash-<sha1>.
+fuzz: build
+	tests/fuzz/run.sh $(BUILD)/tests/fuzz/fuzz_ops $(SECONDS) $(BUILD)/tests/fuzz/work
+
+# The suite under UBSan (build-ubsan/) and the threaded stress test under TSan (build-tsan/).
+sanitize:
+	JOBS=$(JOBS) tests/sanitize/run.sh
+
+# Stress, fork and churn in a loop for MINUTES, with RSS bounds (stated in tests/soak.sh).
+soak: build
+	tests/soak.sh $(BUILD) $(MINUTES)
+
 bench: all
 	$(VENV)/bin/frugal bench --build $(BUILD) --out out/lab
 
@@ -41,4 +56,4 @@ format:
 	clang-format -i src/*.c src/*.h src/*.cpp include/*.h tests/*.c tests/*.cpp bench/*.c bench/*.cpp
 
 clean:
-	rm -rf $(BUILD) out
+	rm -rf $(BUILD) out build-ubsan build-tsan

@@ -1,6 +1,10 @@
 # Included by tests/CMakeLists.txt: builds tests/fuzz (a clang project) as an ExternalProject
 # into build/tests/fuzz/, and registers the 60-second fuzz run `make test` makes. Without clang
 # the test is reported as skipped (exit 77), not failed.
+option(FRUGAL_FUZZ "build the libFuzzer harness (needs clang) and its ctest run" ON)
+if(NOT FRUGAL_FUZZ)
+  return()
+endif()
 find_program(FG_CLANG clang)
 find_program(FG_CLANGXX clang++)
 set(FG_FUZZ_DIR ${CMAKE_CURRENT_BINARY_DIR}/fuzz)

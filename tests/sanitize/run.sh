@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# run.sh — `make sanitize`: the test suite under UBSan, and the threaded stress test under TSan,
+# each in a build directory of its own (build-ubsan/, build-tsan/).
+#  * UBSan (-fsanitize=undefined, every check fatal): the whole ctest suite — unit tests, the
+#    stress test for $UBSAN_STRESS_SECONDS, the LD_PRELOAD programs — except the fast-path
+#    instruction budget (instrumentation is what it would count) and the fuzz run (clang's).
+#  * TSan: tests/stress.c built as stress_fg — frugal linked statically and called by its fg_
+#    names (tests/sanitize/fg_names.h). TSan's runtime owns the libc names (it calls malloc while
+#    it initialises, before an instrumented frugal could run), so TSan sees every access and
+#    atomic inside frugal. Known reports are in tests/sanitize/tsan.supp, each with its reason.
+# Usage: tests/sanitize/run.sh [ubsan|tsan]... (both by default).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=tests/sanitize
+jobs=${JOBS:-$(nproc)}
+ubsan_seconds=${UBSAN_STRESS_SECONDS:-10}
+tsan_seconds=${TSAN_STRESS_SECONDS:-20}
+
+configure() { # dir flags
+  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL_FUZZ=OFF \
+    "-DCMAKE_C_FLAGS=$2" "-DCMAKE_CXX_FLAGS=$2" >/dev/null
+}
+
+ubsan() {
+  echo "sanitize: UBSan build (build-ubsan/), ctest with the stress test for $ubsan_seconds s"
+  configure build-ubsan "-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  cmake --build build-ubsan -j "$jobs" >/dev/null
+  (cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    FRUGAL_STRESS_SECONDS=$ubsan_seconds ctest --output-on-failure -j "$jobs" -E '^fastpath_budget$')
+}
+
+tsan() {
+  echo "sanitize: TSan build (build-tsan/), stress_fg for $tsan_seconds s"
+  configure build-tsan "-fsanitize=thread -fno-omit-frame-pointer"
+  cmake --build build-tsan -j "$jobs" --target stress_fg >/dev/null
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
+    build-tsan/tests/stress_fg "$tsan_seconds"
+  echo "sanitize: TSan: no data race reported"
+}
+
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(ubsan tsan)
+for s in "${steps[@]}"; do "$s"; done
+echo "sanitize: passed (${steps[*]})"
