@@ -164,7 +164,8 @@ void *_fg_memalign_raw(size_t align, size_t size) {
     uint8_t *p = malloc_core((size == 0 ? 1 : size) + align - 8); /* q stays inside the block */
     if (p == NULL) return NULL;
     uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
-    if (q != p) _fg_page_of(_fg_segment_of(p), p)->has_aligned = 1;
+    fg_page_t *page = _fg_page_of(_fg_segment_of(p), p);
+    if (q != p && !page->has_aligned) page->has_aligned = 1; /* read by freeing threads */
     return q;
   }
   if (align > FG_LARGE_ALIGN_MAX) {

@@ -23,7 +23,8 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->free = page->local_free = NULL;
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
-  page->in_full = page->has_aligned = page->purged = 0;
+  page->in_full = page->purged = 0;
+  page->has_aligned = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   page->heap = heap;

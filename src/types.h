@@ -94,13 +94,16 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
   uint8_t *start;         /* first block */
   uint32_t used;          /* blocks handed out and not yet freed back to this page */
-  uint32_t capacity;      /* blocks carved into the free lists so far */
+  /* Blocks carved so far. Atomic because other threads bound-check their frees against it
+   * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
+   * pays a locked add. */
+  _Atomic(uint32_t) capacity;
   size_t block_size;      /* 0: page slot not in use */
   uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
   fg_block_t *local_free; /* freed by the owner; becomes `free` when that runs dry */
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
   uint8_t in_full;        /* in the heap's full list (owner-only) */
-  uint8_t has_aligned;    /* some block was handed out at an interior aligned address */
+  _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t purged;         /* (free slot) its memory is not committed: new or given back */
   uint8_t fresh;          /* in use, carved from uncommitted memory (counts fresh bytes) */
   uint8_t class_idx;
