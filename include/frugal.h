@@ -82,8 +82,8 @@ void fg_options_print(void);
  * block counts adding up, queues well linked). Returns true when consistent; otherwise
  * prints one "frugal: heap check: ..." line naming the first broken invariant. */
 bool fg_heap_check(void);
-/* Make the n-th OS mapping call from now fail (n >= 1), as if memory were exhausted;
- * 0 cancels. For out-of-memory tests. */
+/* Make every OS mapping call from the n-th one from now on fail (n >= 1), as if memory were
+ * exhausted, until called with 0. For out-of-memory tests. */
 void fg_test_fail_os(long n);
 
 #ifdef __cplusplus

@@ -187,8 +187,10 @@ fg_export bool fg_is_owned(const void *p) {
   fg_page_t *page = _fg_page_of(s, p);
   if (page->heap == NULL || (const uint8_t *)p < page->start) return false;
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  if (off % page->block_size != 0 || off / page->block_size >= page->capacity) return false;
-  return !(looks_freed(page, p) && _fg_page_holds_free(page, p));
+  if (off / page->block_size >= page->capacity) return false;
+  const fg_block_t *b = (const fg_block_t *)(page->start + off - off % page->block_size);
+  if ((const void *)b != p && !page->has_aligned) return false; /* aligned calls hand these out */
+  return !(looks_freed(page, b) && _fg_page_holds_free(page, b));
 }
 
 fg_export void fg_collect(bool force) {

@@ -11,14 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Test hook: the n-th mapping from when it was set fails (fg_test_fail_os). */
+/* Test hook (fg_test_fail_os): mappings from the n-th on fail until reset. The countdown
+ * stops at 1, which means "failing". */
 static _Atomic(long) fail_countdown;
 
 fg_export void fg_test_fail_os(long n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }
 
 static bool injected_failure(void) {
   long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
-  while (n > 0 && !atomic_compare_exchange_weak(&fail_countdown, &n, n - 1)) {
+  while (n > 1 && !atomic_compare_exchange_weak(&fail_countdown, &n, n - 1)) {
   }
   if (n != 1) return false;
   errno = ENOMEM;

@@ -32,7 +32,6 @@ typedef struct slot_s {
   size_t usable;    /* malloc_usable_size when made; the pattern covers all of it */
   uint64_t key;     /* pattern seed */
   size_t align;     /* alignment asked of aligned_alloc, posix_memalign or memalign; 0 if none */
-  int interior;     /* made by an aligned call, or realloc'ed from one: see adopt */
 } slot_t;
 
 /* Static, not malloc'ed: the harness's own bookkeeping must not share the heap it checks. */
@@ -159,9 +158,8 @@ FUZZ_UNGUIDED static void verify_edges(int slot) {
 }
 
 /* A block the allocator just returned for `slot`: checks, pattern, index. */
-static void adopt(int slot, void *p, size_t req, size_t align, int aligned_call, int interior) {
+static void adopt(int slot, void *p, size_t req, size_t align, int aligned_call) {
   slot_t *s = &slots[slot];
-  s->interior = aligned_call || interior;
   s->p = p;
   s->req = req;
   s->usable = 0;
@@ -169,11 +167,7 @@ static void adopt(int slot, void *p, size_t req, size_t align, int aligned_call,
   if (trace) fprintf(stderr, "  -> slot %d: %p (size %zu, align %zu)\n", slot, p, req, align);
   if (p == NULL) fail("allocation of a sane size returned NULL", slot);
   if ((uintptr_t)p % align != 0) fail("block not aligned as asked", slot);
-  /* fg_is_owned() is false for an aligned block whose pointer lies past the start of the
-   * underlying block (aligned_alloc(4096, 65535), posix_memalign(&q, 256, 10), and realloc of
-   * such a block done in place): reported to the allocator's owner; checked here only for
-   * blocks with no aligned call in their history until that is settled. */
-  if (!s->interior && !fg_is_owned(p)) fail("block not owned by frugal", slot);
+  if (!fg_is_owned(p)) fail("block not owned by frugal", slot);
   s->usable = malloc_usable_size(p);
   if (s->usable < req) fail("usable size below the request", slot);
   s->key = tu_mix(++key_counter);
@@ -207,7 +201,7 @@ static int fits(int slot, size_t req) {
 static void op_realloc(int slot, size_t req) {
   slot_t *s = &slots[slot];
   if (s->p == NULL) {
-    adopt(slot, realloc(NULL, req), req, 8, 0, 0);
+    adopt(slot, realloc(NULL, req), req, 8, 0);
     return;
   }
   verify_full(slot);
@@ -221,13 +215,12 @@ static void op_realloc(int slot, size_t req) {
   }
   size_t keep = s->req < req ? s->req : req;
   uint64_t key = s->key;
-  int interior = s->interior;
   index_remove(slot);
   void *q = realloc(s->p, req);
   if (q == NULL) fail("realloc to a sane size returned NULL", slot);
   if (!intact(q, keep, key)) fail("realloc lost the block's contents", slot);
   s->p = NULL;
-  adopt(slot, q, req, 8, 0, interior);
+  adopt(slot, q, req, 8, 0);
 }
 
 static void op_huge(int slot, unsigned how) {
@@ -255,7 +248,7 @@ static void op_calloc(int slot, size_t req, unsigned count_byte) {
   unsigned char *p = calloc(count, each);
   if (p == NULL) fail("calloc of a sane size returned NULL", slot);
   if (!tu_is_zero(p, count * each)) fail("calloc block not zeroed", slot);
-  adopt(slot, p, count * each, 8, 0, 0);
+  adopt(slot, p, count * each, 8, 0);
 }
 
 static void op_aligned(int slot, size_t req, size_t align, unsigned flavour) {
@@ -288,7 +281,7 @@ static void op_aligned(int slot, size_t req, size_t align, unsigned flavour) {
     p = memalign(align, req);
     break;
   }
-  adopt(slot, p, req, align, 1, 1);
+  adopt(slot, p, req, align, 1);
 }
 
 static void run_step(reader_t *r) {
@@ -302,7 +295,7 @@ static void run_step(reader_t *r) {
   case 2: { /* malloc, the most common call */
     size_t req = take_size(r);
     release(slot, 0);
-    if (fits(slot, req)) adopt(slot, malloc(req), req, 8, 0, 0);
+    if (fits(slot, req)) adopt(slot, malloc(req), req, 8, 0);
     break;
   }
   case 3: {
@@ -337,7 +330,7 @@ static void run_step(reader_t *r) {
   case 12: /* malloc_usable_size is stable and fg_is_owned agrees */
     if (s->p != NULL) {
       if (malloc_usable_size(s->p) != s->usable) fail("malloc_usable_size changed", slot);
-      if (!s->interior && !fg_is_owned(s->p)) fail("live block no longer owned", slot);
+      if (!fg_is_owned(s->p)) fail("live block no longer owned", slot);
     } else if (malloc_usable_size(NULL) != 0) {
       fail("malloc_usable_size(NULL) != 0", -1);
     }
