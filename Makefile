@@ -53,7 +53,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
-	clang-format -i src/*.c src/*.h src/*.cpp include/*.h tests/*.c tests/*.cpp bench/*.c bench/*.cpp
+	clang-format -i $(wildcard src/*.c src/*.h include/*.h)
 
 clean:
 	rm -rf $(BUILD) out build-ubsan build-tsan

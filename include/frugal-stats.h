@@ -12,44 +12,45 @@
 extern "C" {
 #endif
 
-#define FG_STATS_CLASSES 113        /* 112 size classes + one row for large blocks */
-#define FG_STATS_HIST_BUCKETS 337   /* requested sizes 0..2^47: 8 buckets per power of two */
-#define FG_STATS_TIMELINE_MAX 2048  /* samples kept; halved (every other one) when full */
+#define FG_STATS_CLASSES 113       /* 112 size classes + one row for large blocks */
+#define FG_STATS_HIST_BUCKETS 337  /* requested sizes 0..2^47: 8 buckets per power of two */
+#define FG_STATS_TIMELINE_MAX 2048 /* samples kept; halved (every other one) when full */
 
 /* Per size class, counted per thread while the ledger is on, merged on read.
  * X(name, help) */
-#define FG_STATS_CLASS_FIELDS(X)                                                           \
-  X(allocations, "blocks handed out")                                                      \
-  X(bytes_requested, "bytes asked for, cumulative")                                        \
-  X(bytes_handed_out, "bytes of the blocks handed out, cumulative")                        \
-  X(frees, "blocks freed")                                                                 \
-  X(freed_requested, "bytes asked for by blocks freed since")                              \
+#define FG_STATS_CLASS_FIELDS(X)                                    \
+  X(allocations, "blocks handed out")                               \
+  X(bytes_requested, "bytes asked for, cumulative")                 \
+  X(bytes_handed_out, "bytes of the blocks handed out, cumulative") \
+  X(frees, "blocks freed")                                          \
+  X(freed_requested, "bytes asked for by blocks freed since")       \
   X(freed_handed_out, "bytes of blocks freed since")
 
 /* Process-wide counters, kept whether the ledger is on or off: they sit on slow paths
  * (OS calls, cache decisions), never on the malloc/free fast paths. X(name, help) */
-#define FG_STATS_GLOBAL_FIELDS(X)                                                          \
-  X(mmap_calls, "mmap calls")                                                              \
-  X(mmap_bytes, "bytes mapped")                                                            \
-  X(munmap_calls, "munmap calls")                                                          \
-  X(munmap_bytes, "bytes unmapped")                                                        \
-  X(madvise_calls, "madvise(DONTNEED) calls: memory given back, range kept")               \
-  X(madvise_bytes, "bytes given back by madvise")                                          \
-  X(mremap_calls, "mremap calls: large blocks resized in place")                           \
-  X(fresh_bytes, "uncommitted bytes frugal touched carving blocks: a page fault and "      \
-                 "kernel zeroing per 4 KiB (seed 3's hidden cost); the program's own "     \
-                 "first touches of big blocks come on top")                                \
-  X(fresh_large_bytes, "bytes of large blocks mapped fresh from the OS")                   \
-  X(slow_allocs, "small allocations that missed the thread cache (page free lists)")      \
-  X(pages_new, "pages started")                                                            \
-  X(pages_released, "empty pages given back to their segment")                             \
-  X(segment_cache_hits, "segments reused from the segment cache")                          \
-  X(segment_cache_misses, "segments mapped from the OS")                                   \
-  X(segment_cache_evictions, "empty segments the full cache gave back at once")            \
-  X(segment_cache_decays, "cached segments unmapped after the decay time")                 \
-  X(large_cache_hits, "large blocks reused from the large cache")                          \
-  X(large_cache_misses, "large blocks mapped from the OS")                                 \
-  X(large_cache_evictions, "freed large blocks the full cache gave back at once")          \
+#define FG_STATS_GLOBAL_FIELDS(X)                                                    \
+  X(mmap_calls, "mmap calls")                                                        \
+  X(mmap_bytes, "bytes mapped")                                                      \
+  X(munmap_calls, "munmap calls")                                                    \
+  X(munmap_bytes, "bytes unmapped")                                                  \
+  X(madvise_calls, "madvise(DONTNEED) calls: memory given back, range kept")         \
+  X(madvise_bytes, "bytes given back by madvise")                                    \
+  X(mremap_calls, "mremap calls: large blocks resized in place")                     \
+  X(fresh_bytes,                                                                     \
+    "uncommitted bytes frugal touched carving blocks: a page fault and "             \
+    "kernel zeroing per 4 KiB (seed 3's hidden cost); the program's own "            \
+    "first touches of big blocks come on top")                                       \
+  X(fresh_large_bytes, "bytes of large blocks mapped fresh from the OS")             \
+  X(slow_allocs, "small allocations that missed the thread cache (page free lists)") \
+  X(pages_new, "pages started")                                                      \
+  X(pages_released, "empty pages given back to their segment")                       \
+  X(segment_cache_hits, "segments reused from the segment cache")                    \
+  X(segment_cache_misses, "segments mapped from the OS")                             \
+  X(segment_cache_evictions, "empty segments the full cache gave back at once")      \
+  X(segment_cache_decays, "cached segments unmapped after the decay time")           \
+  X(large_cache_hits, "large blocks reused from the large cache")                    \
+  X(large_cache_misses, "large blocks mapped from the OS")                           \
+  X(large_cache_evictions, "freed large blocks the full cache gave back at once")    \
   X(large_cache_decays, "cached large blocks unmapped after the decay time")
 
 typedef struct fg_stats_class_s {

@@ -56,15 +56,15 @@ bool fg_is_owned(const void *p);
 
 /* Options: one table, read from FRUGAL_* environment variables at start (see README). */
 typedef enum fg_option_e {
-  FG_OPTION_VERBOSE,          /* FRUGAL_VERBOSE: print option warnings and events */
-  FG_OPTION_DECAY_MS,         /* FRUGAL_DECAY_MS: ms of disuse before free memory returns to the OS */
-  FG_OPTION_LARGE_CACHE_MB,   /* FRUGAL_LARGE_CACHE_MB: bytes of freed large blocks kept for reuse */
-  FG_OPTION_SEGMENT_CACHE_MB, /* FRUGAL_SEGMENT_CACHE_MB: bytes of empty segments kept for reuse */
-  FG_OPTION_STATS,            /* FRUGAL_STATS: ledger on, printed to stderr at exit */
-  FG_OPTION_STATS_FILE,       /* FRUGAL_STATS_FILE: ledger on, written there as JSON at exit */
-  FG_OPTION_STATS_INTERVAL_MS,/* FRUGAL_STATS_INTERVAL_MS: timeline sample period in the JSON */
-  FG_OPTION_LEAKS,            /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
-  FG_OPTION_SECURE,           /* FRUGAL_SECURE: canaries, free-fill checks, guard pages, shuffled pages */
+  FG_OPTION_VERBOSE,           /* FRUGAL_VERBOSE: print option warnings and events */
+  FG_OPTION_DECAY_MS,          /* FRUGAL_DECAY_MS: ms of disuse before free memory returns to the OS */
+  FG_OPTION_LARGE_CACHE_MB,    /* FRUGAL_LARGE_CACHE_MB: bytes of freed large blocks kept for reuse */
+  FG_OPTION_SEGMENT_CACHE_MB,  /* FRUGAL_SEGMENT_CACHE_MB: bytes of empty segments kept for reuse */
+  FG_OPTION_STATS,             /* FRUGAL_STATS: ledger on, printed to stderr at exit */
+  FG_OPTION_STATS_FILE,        /* FRUGAL_STATS_FILE: ledger on, written there as JSON at exit */
+  FG_OPTION_STATS_INTERVAL_MS, /* FRUGAL_STATS_INTERVAL_MS: timeline sample period in the JSON */
+  FG_OPTION_LEAKS,             /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
+  FG_OPTION_SECURE,            /* FRUGAL_SECURE: canaries, free-fill checks, guard pages, shuffled pages */
   FG_OPTION_COUNT
 } fg_option_t;
 

@@ -23,8 +23,6 @@ static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   return _fg_large_alloc(size, 0, false);
 }
 
-
-
 static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {

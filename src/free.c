@@ -45,15 +45,12 @@ fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op) {
 
 /* Sized frees check the size (policy, see README): it cannot be bigger than the block, nor
  * less than half of it (realloc keeps a block that shrinks by less than half). */
-static inline bool wrong_size(size_t size, size_t usable) {
-  return size > usable || size * 2 + 16 < usable;
-}
+static inline bool wrong_size(size_t size, size_t usable) { return size > usable || size * 2 + 16 < usable; }
 
 /* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
  * puts the page back in service. Never a lock. */
-static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool sized,
-                                    size_t size) {
+static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool sized, size_t size) {
   if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (sized && wrong_size(size, _fg_large_usable(s, p))) _fg_misuse("wrong size in sized free", p);
@@ -67,26 +64,24 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
   for (;;) {
     if (tf == FG_TF_FULL) {
-      if (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, 0,
-                                                 memory_order_acq_rel, memory_order_relaxed))
+      if (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, 0, memory_order_acq_rel,
+                                                 memory_order_relaxed))
         continue;
       fg_block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
       do {
         b->next = (uintptr_t)head ^ heap->key;
-      } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b,
-                                                      memory_order_release, memory_order_relaxed));
+      } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
+                                                      memory_order_relaxed));
       return;
     }
     b->next = _fg_encode(page, (void *)(tf & ~FG_TF_FULL));
-    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b,
-                                              memory_order_release, memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b, memory_order_release,
+                                              memory_order_relaxed))
       return;
   }
 }
 
-static fg_noinline fg_cold void free_foreign(const void *p) {
-  _fg_misuse("not a frugal pointer", p);
-}
+static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
 static inline void push_local(fg_page_t *page, fg_block_t *b) {
   b->next = _fg_encode(page, page->local_free);
@@ -107,9 +102,7 @@ static fg_noinline void free_local_checked(fg_page_t *page, void *p) {
   push_local(page, block_checked(page, p));
 }
 
-static fg_noinline fg_cold void free_wrong_size(const void *p) {
-  _fg_misuse("wrong size in sized free", p);
-}
+static fg_noinline fg_cold void free_wrong_size(const void *p) { _fg_misuse("wrong size in sized free", p); }
 
 static inline void free_impl(void *p, bool sized, size_t size) {
   if (fg_unlikely(p == NULL)) return;
@@ -179,8 +172,7 @@ fg_export size_t fg_usable_size(const void *p) {
 
 fg_export bool fg_is_owned(const void *p) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret))
-    return false;
+  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret)) return false;
   if (s->kind == FG_SEG_LARGE)
     return (const uint8_t *)p == (uint8_t *)s + s->large_offset &&
            atomic_load(&s->large_state) == FG_LARGE_LIVE;

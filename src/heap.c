@@ -343,7 +343,8 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
       !check_list(page, (fg_block_t *)(tf & ~FG_TF_FULL), &remote))
     return false;
-  if (page->used + count != page->capacity) return check_fail("page's used + free blocks != its capacity", page);
+  if (page->used + count != page->capacity)
+    return check_fail("page's used + free blocks != its capacity", page);
   if (remote > page->used) return check_fail("more blocks freed by other threads than used", page);
   return true;
 }

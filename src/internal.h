@@ -41,8 +41,8 @@ static inline void _fg_lock(fg_lock_t *l) {
 static inline void _fg_unlock(fg_lock_t *l) { atomic_store_explicit(l, 0, memory_order_release); }
 
 /* ---- init.c: process state, errors ---------------------------------------------------- */
-extern uintptr_t _fg_secret;            /* per-process random, set before the first heap */
-void _fg_process_init(void);            /* idempotent; safe before constructors run */
+extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
+void _fg_process_init(void); /* idempotent; safe before constructors run */
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
 void _fg_write_stderr(const char *s);
@@ -60,7 +60,7 @@ static inline void _fg_bump(_Atomic(uint64_t) *c, uint64_t n) {
 /* ---- os.c: the only file that talks to the kernel -------------------------------------- */
 void *_fg_os_alloc_aligned(size_t size, size_t align); /* NULL on failure, errno untouched */
 void _fg_os_free(void *p, size_t size);
-void _fg_os_purge(void *p, size_t size);               /* give the pages back, keep the range */
+void _fg_os_purge(void *p, size_t size);                       /* give the pages back, keep the range */
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
 uint64_t _fg_clock_ms(void);
 void _fg_yield(void);
@@ -101,15 +101,13 @@ void _fg_segment_lock_all(void);
 void _fg_segment_unlock_all(bool child);
 
 /* ---- page.c: one page's free lists and the heap's page queues ---------------------------- */
-static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) {
-  return (uintptr_t)p ^ page->key;
-}
+static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) { return (uintptr_t)p ^ page->key; }
 static inline fg_block_t *_fg_decode(const fg_page_t *page, uintptr_t v) {
   return (fg_block_t *)(v ^ page->key);
 }
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
-bool _fg_page_extend(fg_page_t *page);          /* carve more blocks into `free` */
-void _fg_page_collect(fg_page_t *page);         /* local + thread frees into `free` */
+bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
+void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
 /* The requested-size entry of block p (hooked paths only); NULL if p is no block start. */
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create);
@@ -130,8 +128,8 @@ static inline fg_heap_t *_fg_heap(void) { return _fg_heap_tls; }
 fg_heap_t *_fg_heap_init_thread(void);
 void _fg_heap_thread_done(void *heap);
 void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX */
-void _fg_heap_page_retire(fg_page_t *page);             /* owner freed its last block */
-void _fg_heap_page_unfull(fg_page_t *page);             /* owner freed into a full page */
+void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
+void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
 void _fg_heaps_collect_abandoned(bool force);
 void _fg_heaps_after_fork_child(void);
@@ -163,11 +161,11 @@ extern bool _fg_secure_on;
 void _fg_secure_init(void);
 /* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
 static inline size_t _fg_hook_pad(void) { return _fg_secure_on ? 1 : 0; }
-void _fg_hook_alloc(void *p, size_t size);    /* after the raw allocation of size + pad */
-size_t _fg_hook_free(void *p);                /* before the raw free; returns the request (0: unknown) */
-size_t _fg_hook_requested(const void *p);     /* the request of a live block (SIZE_MAX: unknown) */
+void _fg_hook_alloc(void *p, size_t size); /* after the raw allocation of size + pad */
+size_t _fg_hook_free(void *p);             /* before the raw free; returns the request (0: unknown) */
+size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
-size_t _fg_secure_guard(void);                /* bytes of guard page at the end of a mapping */
+size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
 
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */

@@ -99,8 +99,7 @@ static fg_noinline void large_check(fg_segment_t *s, const void *p) {
 void _fg_large_free(fg_segment_t *s, const void *p) {
   large_check(s, p);
   uint32_t live = FG_LARGE_LIVE;
-  if (!atomic_compare_exchange_strong(&s->large_state, &live, FG_LARGE_FREE))
-    _fg_misuse("double free", p);
+  if (!atomic_compare_exchange_strong(&s->large_state, &live, FG_LARGE_FREE)) _fg_misuse("double free", p);
   size_t limit = (size_t)_fg_option(FG_OPTION_LARGE_CACHE_MB) << 20;
   s->freed_at = _fg_clock_ms();
   _fg_lock(&large_lock);

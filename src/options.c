@@ -34,9 +34,10 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
                                      "ms between timeline samples in the JSON (0: no timeline)"},
     [FG_OPTION_LEAKS] = {"FRUGAL_LEAKS", 0, 0, 1, false,
                          "1: ledger on, a call stack per block, live blocks by call site at exit"},
-    [FG_OPTION_SECURE] = {"FRUGAL_SECURE", 0, 0, 1, false,
-                          "1: hardened: canary after each block, freed blocks filled and checked, guard pages, "
-                          "shuffled allocation order"},
+    [FG_OPTION_SECURE] =
+        {"FRUGAL_SECURE", 0, 0, 1, false,
+         "1: hardened: canary after each block, freed blocks filled and checked, guard pages, "
+         "shuffled allocation order"},
 };
 
 long _fg_option_values[FG_OPTION_COUNT];
@@ -114,7 +115,8 @@ static void put_long(char *buf, size_t *n, long v) {
   char tmp[24];
   int k = 0;
   unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
-  do tmp[k++] = (char)('0' + u % 10); while ((u /= 10) != 0 && k < 23);
+  do tmp[k++] = (char)('0' + u % 10);
+  while ((u /= 10) != 0 && k < 23);
   if (v < 0) buf[(*n)++] = '-';
   while (k > 0) buf[(*n)++] = tmp[--k];
 }

@@ -28,8 +28,7 @@ static bool injected_failure(void) {
 
 static void *os_map(size_t size) {
   if (fg_unlikely(injected_failure())) return NULL;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   _fg_count(FG_C_mmap_calls, 1);
   if (p == MAP_FAILED) return NULL;
   _fg_count(FG_C_mmap_bytes, size);

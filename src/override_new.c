@@ -49,8 +49,14 @@ static inline void *new_aligned(size_t n, size_t align, bool nothrow) {
 /* operator new(size_t), new[](size_t), and their nothrow_t / align_val_t forms. */
 fg_export void *_Znwm(size_t n) { return new_impl(n); }
 fg_export void *_Znam(size_t n) { return new_impl(n); }
-fg_export void *_ZnwmRKSt9nothrow_t(size_t n, const void *tag) { (void)tag; return new_nothrow(n); }
-fg_export void *_ZnamRKSt9nothrow_t(size_t n, const void *tag) { (void)tag; return new_nothrow(n); }
+fg_export void *_ZnwmRKSt9nothrow_t(size_t n, const void *tag) {
+  (void)tag;
+  return new_nothrow(n);
+}
+fg_export void *_ZnamRKSt9nothrow_t(size_t n, const void *tag) {
+  (void)tag;
+  return new_nothrow(n);
+}
 fg_export void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 fg_export void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 fg_export void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *tag) {
@@ -65,12 +71,24 @@ fg_export void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const voi
 /* operator delete(void*), delete[](void*), and their nothrow / sized / aligned forms. */
 fg_export void _ZdlPv(void *p) { fg_free(p); }
 fg_export void _ZdaPv(void *p) { fg_free(p); }
-fg_export void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) { (void)tag; fg_free(p); }
-fg_export void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) { (void)tag; fg_free(p); }
+fg_export void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) {
+  (void)tag;
+  fg_free(p);
+}
+fg_export void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) {
+  (void)tag;
+  fg_free(p);
+}
 fg_export void _ZdlPvm(void *p, size_t n) { fg_free_sized(p, n); }
 fg_export void _ZdaPvm(void *p, size_t n) { fg_free_sized(p, n); }
-fg_export void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; fg_free(p); }
-fg_export void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; fg_free(p); }
+fg_export void _ZdlPvSt11align_val_t(void *p, size_t a) {
+  (void)a;
+  fg_free(p);
+}
+fg_export void _ZdaPvSt11align_val_t(void *p, size_t a) {
+  (void)a;
+  fg_free(p);
+}
 fg_export void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *tag) {
   (void)a, (void)tag;
   fg_free(p);

@@ -51,7 +51,8 @@ bool _fg_page_extend(fg_page_t *page) {
   page->capacity += n;
   /* Carving writes each block's first word: small blocks touch all their pages, a block
    * of 4 KiB or more touches one. */
-  if (page->fresh) _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * (bsize < FG_OS_PAGE ? bsize : FG_OS_PAGE));
+  if (page->fresh)
+    _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * (bsize < FG_OS_PAGE ? bsize : FG_OS_PAGE));
   return true;
 }
 
@@ -99,7 +100,7 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  size_t idx = (size_t)((off * page->recip) >> 32); /* exact for block starts */
+  size_t idx = (size_t)((off * page->recip) >> 32);                /* exact for block starts */
   if (idx * page->block_size != off) idx = off / page->block_size; /* aligned interior */
   if (idx >= page->capacity) return NULL;
   if (page->requested == NULL || page->requested_cap < page->reserved) {

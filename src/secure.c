@@ -39,11 +39,11 @@ void _fg_secure_guard_mapping(void *base, size_t mapped) {
 /* ---- where a block's request and bounds live ------------------------------------------------- */
 
 typedef struct secure_loc_s {
-  fg_page_t *page;     /* small block's page, or NULL for a large block */
+  fg_page_t *page; /* small block's page, or NULL for a large block */
   fg_segment_t *large;
-  uint8_t *block;      /* block start (a small block's; the large block's user pointer) */
-  uint8_t *end;        /* end of the bytes usable from the block */
-  uint32_t *slot;      /* small: request + 1 */
+  uint8_t *block; /* block start (a small block's; the large block's user pointer) */
+  uint8_t *end;   /* end of the bytes usable from the block */
+  uint32_t *slot; /* small: request + 1 */
 } secure_loc_t;
 
 /* False for anything that is not a live frugal block start: the plain path reports it. */

@@ -93,8 +93,7 @@ static size_t header_size(size_t page_count) {
   return fg_align_up(sizeof(fg_segment_t) + page_count * sizeof(fg_page_t), 64);
 }
 
-static const uint8_t kind_shift[FG_SEG_KINDS] = {FG_SMALL_PAGE_SHIFT, FG_MEDIUM_PAGE_SHIFT,
-                                                  FG_SEGMENT_SHIFT};
+static const uint8_t kind_shift[FG_SEG_KINDS] = {FG_SMALL_PAGE_SHIFT, FG_MEDIUM_PAGE_SHIFT, FG_SEGMENT_SHIFT};
 
 static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   fg_segment_t *s = segment_from_cache();
@@ -204,8 +203,8 @@ void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
       uint8_t *run = NULL, *run_end = NULL;
       for (size_t i = 0; i <= s->page_count; i++) {
         fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
-        bool due = page != NULL && page->heap == NULL && !page->purged &&
-                   (force || page->freed_at + decay <= now);
+        bool due =
+            page != NULL && page->heap == NULL && !page->purged && (force || page->freed_at + decay <= now);
         uint8_t *start = NULL;
         size_t area = due ? _fg_page_area(s, page, &start) : 0;
         if (run != NULL && (!due || start != run_end)) { /* the run ends here */

@@ -16,14 +16,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-
 _Atomic(uint64_t) _fg_counters[FG_C_COUNT];
 
 static bool leaks_on;
-static uint64_t sample_ms;                 /* peak sampling (and timeline) period */
+static uint64_t sample_ms; /* peak sampling (and timeline) period */
 static bool timeline_on;
 static _Atomic(uint64_t) next_sample_at;
-static fg_ledger_t orphan_ledger;          /* frees by threads that never allocated */
+static fg_ledger_t orphan_ledger;                              /* frees by threads that never allocated */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER; /* peaks, timeline, reports */
 static uint64_t peak_blocks[FG_STATS_CLASSES], peak_requested, peak_handed;
 static fg_stats_sample_t timeline[FG_STATS_TIMELINE_MAX];
@@ -49,9 +48,9 @@ fg_export size_t fg_stats_bucket_lo(size_t i) {
 /* ---- where a block's numbers live ---------------------------------------------------------- */
 
 typedef struct block_loc_s {
-  size_t row;        /* size class, or FG_CLASS_COUNT for large */
-  size_t handed;     /* bytes handed out */
-  uint32_t *slot;    /* small: the page's requested-size entry */
+  size_t row;     /* size class, or FG_CLASS_COUNT for large */
+  size_t handed;  /* bytes handed out */
+  uint32_t *slot; /* small: the page's requested-size entry */
   fg_segment_t *large;
 } block_loc_t;
 
@@ -95,7 +94,8 @@ static inline void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64
   atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 1], v0, memory_order_relaxed);
   atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 2], v1, memory_order_relaxed);
-  if (bucket != SIZE_MAX) atomic_fetch_add_explicit(&orphan_ledger.histogram[bucket], 1, memory_order_relaxed);
+  if (bucket != SIZE_MAX)
+    atomic_fetch_add_explicit(&orphan_ledger.histogram[bucket], 1, memory_order_relaxed);
 }
 
 /* ---- leaks: a call stack per live block ------------------------------------------------------ */
@@ -187,8 +187,7 @@ static uint32_t stack_intern(void **pc, uint32_t depth) {
       return (uint32_t)stack_count - 1;
     }
     stack_entry_t *st = &stack_table[e - 1];
-    if (st->hash == h && st->depth == depth && memcmp(st->pc, pc, depth * sizeof *pc) == 0)
-      return e - 1;
+    if (st->hash == h && st->depth == depth && memcmp(st->pc, pc, depth * sizeof *pc) == 0) return e - 1;
   }
 }
 
@@ -201,7 +200,8 @@ static void leak_record(void *p, size_t size) {
   int depth = backtrace_fn(pc, LEAK_FRAMES + 4);
   int skip = depth > 2 ? 2 : 0; /* leak_record and _fg_ledger_alloc */
   pthread_mutex_lock(&leak_lock);
-  uint32_t stack = stack_intern(pc + skip, (uint32_t)(depth - skip > LEAK_FRAMES ? LEAK_FRAMES : depth - skip));
+  uint32_t stack =
+      stack_intern(pc + skip, (uint32_t)(depth - skip > LEAK_FRAMES ? LEAK_FRAMES : depth - skip));
   if ((leak_used + 1) * 10 > leak_cap * 6 && !leak_grow()) stack = UINT32_MAX;
   if (stack != UINT32_MAX) {
     size_t mask = leak_cap - 1, j = mix((uintptr_t)p) & mask;
@@ -232,9 +232,10 @@ static void leak_forget(void *p) {
 static void maybe_sample(void);
 
 /* The field list keeps each pair of counters in this order, so one helper counts both ends. */
-_Static_assert(FG_F_bytes_requested == FG_F_allocations + 1 && FG_F_bytes_handed_out == FG_F_allocations + 2 &&
-                   FG_F_freed_requested == FG_F_frees + 1 && FG_F_freed_handed_out == FG_F_frees + 2,
-               "frugal-stats.h: keep allocations/bytes_requested/bytes_handed_out and frees/freed_* adjacent");
+_Static_assert(
+    FG_F_bytes_requested == FG_F_allocations + 1 && FG_F_bytes_handed_out == FG_F_allocations + 2 &&
+        FG_F_freed_requested == FG_F_frees + 1 && FG_F_freed_handed_out == FG_F_frees + 2,
+    "frugal-stats.h: keep allocations/bytes_requested/bytes_handed_out and frees/freed_* adjacent");
 
 void _fg_ledger_alloc(void *p, size_t size) {
   block_loc_t loc;
@@ -356,9 +357,7 @@ static void snapshot_free(fg_stats_t *st) {
  * ledger event comes first after the period: no background thread. */
 static void maybe_sample(void) {
   uint64_t now = _fg_clock_ms(), due = atomic_load_explicit(&next_sample_at, memory_order_relaxed);
-  if (now < due ||
-      !atomic_compare_exchange_strong(&next_sample_at, &due, now + sample_ms))
-    return;
+  if (now < due || !atomic_compare_exchange_strong(&next_sample_at, &due, now + sample_ms)) return;
   fg_stats_t *st = snapshot_new();
   if (st == NULL) return;
   if (timeline_on) {
@@ -433,7 +432,8 @@ static uint64_t quantile_size(const fg_stats_t *st, uint64_t total, double q) {
   uint64_t need = (uint64_t)((double)total * q + 0.5), cum = 0;
   for (size_t b = 0; b < FG_STATS_HIST_BUCKETS; b++) {
     cum += st->histogram[b];
-    if (cum >= need && cum > 0) return b + 1 < FG_STATS_HIST_BUCKETS ? fg_stats_bucket_lo(b + 1) - 1 : SIZE_MAX;
+    if (cum >= need && cum > 0)
+      return b + 1 < FG_STATS_HIST_BUCKETS ? fg_stats_bucket_lo(b + 1) - 1 : SIZE_MAX;
   }
   return 0;
 }
@@ -560,18 +560,22 @@ static void write_json(writer_t *w, const fg_stats_t *st) {
   totals_t t = totals_of(st);
   advice_t a;
   advise(st, t.allocations, &a);
-  w_printf(w, "{\"schema\":\"frugal-ledger/1\",\"version\":\"%s\",\"pid\":%d,\"ledger\":%s,",
-           FRUGAL_VERSION, (int)getpid(), st->ledger_on ? "true" : "false");
-  w_printf(w, "\"options\":{\"decay_ms\":%ld,\"large_cache_mb\":%ld,\"segment_cache_mb\":%ld,"
-              "\"stats_interval_ms\":%ld,\"leaks\":%s},",
+  w_printf(w, "{\"schema\":\"frugal-ledger/1\",\"version\":\"%s\",\"pid\":%d,\"ledger\":%s,", FRUGAL_VERSION,
+           (int)getpid(), st->ledger_on ? "true" : "false");
+  w_printf(w,
+           "\"options\":{\"decay_ms\":%ld,\"large_cache_mb\":%ld,\"segment_cache_mb\":%ld,"
+           "\"stats_interval_ms\":%ld,\"leaks\":%s},",
            _fg_option(FG_OPTION_DECAY_MS), _fg_option(FG_OPTION_LARGE_CACHE_MB),
            _fg_option(FG_OPTION_SEGMENT_CACHE_MB), _fg_option(FG_OPTION_STATS_INTERVAL_MS),
            leaks_on ? "true" : "false");
-  w_printf(w, "\"totals\":{\"allocations\":%lu,\"frees\":%lu,\"bytes_requested\":%lu,"
-              "\"bytes_handed_out\":%lu,\"efficiency\":%.4f},",
-           t.allocations, t.frees, t.requested, t.handed, t.handed ? (double)t.requested / (double)t.handed : 1.0);
-  w_printf(w, "\"live\":{\"blocks\":%lu,\"bytes_requested\":%lu,\"bytes_handed_out\":%lu,"
-              "\"peak_bytes_requested\":%lu,\"peak_bytes_handed_out\":%lu},",
+  w_printf(w,
+           "\"totals\":{\"allocations\":%lu,\"frees\":%lu,\"bytes_requested\":%lu,"
+           "\"bytes_handed_out\":%lu,\"efficiency\":%.4f},",
+           t.allocations, t.frees, t.requested, t.handed,
+           t.handed ? (double)t.requested / (double)t.handed : 1.0);
+  w_printf(w,
+           "\"live\":{\"blocks\":%lu,\"bytes_requested\":%lu,\"bytes_handed_out\":%lu,"
+           "\"peak_bytes_requested\":%lu,\"peak_bytes_handed_out\":%lu},",
            t.live_blocks, t.live_requested, t.live_handed, st->peak_live_requested, st->peak_live_handed_out);
   w_printf(w, "\"classes\":[");
   bool first = true;
@@ -583,8 +587,9 @@ static void write_json(writer_t *w, const fg_stats_t *st) {
 #define FG_X(name, help) w_printf(w, ",\"" #name "\":%lu", c->name);
     FG_STATS_CLASS_FIELDS(FG_X)
 #undef FG_X
-    w_printf(w, ",\"live_blocks\":%lu,\"peak_live_blocks\":%lu,\"live_bytes_requested\":%lu,"
-                "\"live_bytes_handed_out\":%lu}",
+    w_printf(w,
+             ",\"live_blocks\":%lu,\"peak_live_blocks\":%lu,\"live_bytes_requested\":%lu,"
+             "\"live_bytes_handed_out\":%lu}",
              c->allocations - c->frees, c->peak_live_blocks, c->bytes_requested - c->freed_requested,
              c->bytes_handed_out - c->freed_handed_out);
     first = false;
@@ -598,20 +603,21 @@ static void write_json(writer_t *w, const fg_stats_t *st) {
              st->histogram[b]);
     first = false;
   }
-  w_printf(w, "],\"advice\":{\"p50_size\":%lu,\"p90_size\":%lu,\"p99_size\":%lu,\"waste_classes\":[",
-           a.p50, a.p90, a.p99);
+  w_printf(w, "],\"advice\":{\"p50_size\":%lu,\"p90_size\":%lu,\"p99_size\":%lu,\"waste_classes\":[", a.p50,
+           a.p90, a.p99);
   for (size_t i = 0; i < a.nwaste; i++) w_printf(w, "%s%zu", i ? "," : "", a.waste[i]);
   w_printf(w, "],\"churn_classes\":[");
   for (size_t i = 0; i < a.nchurn; i++) w_printf(w, "%s%zu", i ? "," : "", a.churn[i]);
   w_printf(w, "]},\"counters\":{");
   first = true;
-#define FG_X(name, help) \
+#define FG_X(name, help)                                          \
   w_printf(w, "%s\"" #name "\":%lu", first ? "" : ",", st->name); \
   first = false;
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  w_printf(w, "},\"process\":{\"rss\":%lu,\"peak_rss\":%lu,\"minor_faults\":%lu,\"major_faults\":%lu,"
-              "\"user_us\":%lu,\"sys_us\":%lu},",
+  w_printf(w,
+           "},\"process\":{\"rss\":%lu,\"peak_rss\":%lu,\"minor_faults\":%lu,\"major_faults\":%lu,"
+           "\"user_us\":%lu,\"sys_us\":%lu},",
            st->rss, st->peak_rss, st->minor_faults, st->major_faults, st->user_us, st->sys_us);
   w_printf(w, "\"timeline\":[");
   pthread_mutex_lock(&stats_lock);
@@ -687,7 +693,8 @@ static void write_text(writer_t *w, const fg_stats_t *st) {
              pct(t.live_requested, t.live_handed), human(st->peak_live_handed_out, a3, sizeof a3));
     advice_t a;
     advise(st, t.allocations, &a);
-    w_printf(w, "  sizes: 50 %% of allocations <= %lu B, 90 %% <= %lu B, 99 %% <= %lu B\n", a.p50, a.p90, a.p99);
+    w_printf(w, "  sizes: 50 %% of allocations <= %lu B, 90 %% <= %lu B, 99 %% <= %lu B\n", a.p50, a.p90,
+             a.p99);
     w_printf(w, "  %-10s %12s %12s %10s %12s %12s %7s\n", "class", "allocs", "frees", "live", "requested",
              "handed out", "% used");
     for (size_t r = 0; r < FG_STATS_CLASSES; r++) {
@@ -714,10 +721,12 @@ static void write_text(writer_t *w, const fg_stats_t *st) {
   w_printf(w, "  OS: mmap %lu (%s), munmap %lu (%s), madvise %lu (%s), mremap %lu\n", st->mmap_calls,
            human(st->mmap_bytes, a1, sizeof a1), st->munmap_calls, human(st->munmap_bytes, a2, sizeof a2),
            st->madvise_calls, human(st->madvise_bytes, a3, sizeof a3), st->mremap_calls);
-  w_printf(w, "  hidden costs: fresh pages %s small + %s large (each 4 KiB a fault + zeroing); process: %lu minor "
-              "faults, sys %.3f s\n",
-           human(st->fresh_bytes, a1, sizeof a1), human(st->fresh_large_bytes, a2, sizeof a2), st->minor_faults,
-           (double)st->sys_us / 1e6);
+  w_printf(
+      w,
+      "  hidden costs: fresh pages %s small + %s large (each 4 KiB a fault + zeroing); process: %lu minor "
+      "faults, sys %.3f s\n",
+      human(st->fresh_bytes, a1, sizeof a1), human(st->fresh_large_bytes, a2, sizeof a2), st->minor_faults,
+      (double)st->sys_us / 1e6);
   w_printf(w, "  RSS: %s now, %s peak\n", human(st->rss, a1, sizeof a1), human(st->peak_rss, a2, sizeof a2));
   if (leaks_on) write_leaks_text(w);
 }

@@ -23,13 +23,13 @@ enum {
 #define FG_X(name, help) FG_C_##name,
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  FG_C_COUNT
+      FG_C_COUNT
 };
 enum {
 #define FG_X(name, help) FG_F_##name,
   FG_STATS_CLASS_FIELDS(FG_X)
 #undef FG_X
-  FG_F_COUNT
+      FG_F_COUNT
 };
 
 /* A thread's ledger: written only by its thread (relaxed load + store, no atomic RMW),
@@ -90,22 +90,22 @@ struct fg_heap_s;
 /* 128 bytes (aligned): finding a page from a pointer is then a shift, not a multiply. */
 typedef struct __attribute__((aligned(128))) fg_page_s {
   /* hot: read by every malloc and free */
-  fg_block_t *free;       /* blocks to allocate from */
-  uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
-  uint8_t *start;         /* first block */
-  uint32_t used;          /* blocks handed out and not yet freed back to this page */
+  fg_block_t *free; /* blocks to allocate from */
+  uintptr_t key;    /* free-list encoding key (top bit set: never a user pointer) */
+  uint8_t *start;   /* first block */
+  uint32_t used;    /* blocks handed out and not yet freed back to this page */
   /* Blocks carved so far. Atomic because other threads bound-check their frees against it
    * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
    * pays a locked add. */
   _Atomic(uint32_t) capacity;
-  size_t block_size;      /* 0: page slot not in use */
-  uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
-  fg_block_t *local_free; /* freed by the owner; becomes `free` when that runs dry */
-  struct fg_heap_s *heap; /* owner; NULL while the slot is free */
-  uint8_t in_full;        /* in the heap's full list (owner-only) */
+  size_t block_size;            /* 0: page slot not in use */
+  uint64_t recip;               /* ceil(2^32 / block_size): block index by multiply */
+  fg_block_t *local_free;       /* freed by the owner; becomes `free` when that runs dry */
+  struct fg_heap_s *heap;       /* owner; NULL while the slot is free */
+  uint8_t in_full;              /* in the heap's full list (owner-only) */
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
-  uint8_t purged;         /* (free slot) its memory is not committed: new or given back */
-  uint8_t fresh;          /* in use, carved from uncommitted memory (counts fresh bytes) */
+  uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
+  uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
   uint8_t class_idx;
   uint32_t reserved; /* blocks that fit in the page */
   _Atomic(uintptr_t) xthread_free;
@@ -142,15 +142,15 @@ typedef struct fg_page_queue_s {
 typedef struct fg_heap_s {
   fg_page_t *direct[FG_DIRECT_COUNT]; /* words of size -> page to allocate from */
   fg_page_queue_t queues[FG_CLASS_COUNT];
-  fg_page_queue_t full;                      /* pages with no free block */
-  fg_segment_t *segments[FG_SEG_KINDS];      /* segments with free page slots, per kind */
-  _Atomic(fg_block_t *) delayed_free;        /* frees from other threads into full pages */
-  uintptr_t key;                             /* seeds page keys */
-  uint64_t decay_at;                         /* ms: next decay pass */
-  uint32_t ticks;                            /* slow-path events since the last clock read */
-  _Atomic(uint64_t) counts[FG_C_COUNT];      /* this heap's share of the global counters */
-  fg_ledger_t *ledger;                       /* NULL until the ledger counts for this heap */
-  bool owned;                                /* a live thread uses it */
+  fg_page_queue_t full;                 /* pages with no free block */
+  fg_segment_t *segments[FG_SEG_KINDS]; /* segments with free page slots, per kind */
+  _Atomic(fg_block_t *) delayed_free;   /* frees from other threads into full pages */
+  uintptr_t key;                        /* seeds page keys */
+  uint64_t decay_at;                    /* ms: next decay pass */
+  uint32_t ticks;                       /* slow-path events since the last clock read */
+  _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
+  fg_ledger_t *ledger;                  /* NULL until the ledger counts for this heap */
+  bool owned;                           /* a live thread uses it */
   struct fg_heap_s *next_abandoned, *next_all;
 } fg_heap_t;
 
