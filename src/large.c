@@ -2,8 +2,11 @@
  * aligned like a segment so the header is found by the same mask, and goes back through the
  * large cache: buckets of mappings by size (8 per doubling), most recently freed first; a
  * request takes a cached block only if that wastes at most 12.5 % of it (seed 1: never hand
- * out "the biggest"); the cache is bounded by FRUGAL_LARGE_CACHE_MB and, when full, gives the
- * block just freed back to the OS; a cached block unused for FRUGAL_DECAY_MS is unmapped.
+ * out "the biggest"); the cache is bounded by FRUGAL_LARGE_CACHE_MB, or by the most the program
+ * had live in large blocks since the last decay pass if that is more, and when full gives the
+ * block just freed back to the OS; a cached block unused for FRUGAL_DECAY_MS is unmapped,
+ * which bounds how long memory is held. (The lab's 2 threads cycling 1 GiB each of 1 MiB
+ * blocks mapped and unmapped 6,000 blocks under a fixed 1 GiB bound: 0.4 s instead of 0.03.)
  * This is what keeps a hot loop over 8-32 MiB buffers free of page faults (seed 3) without
  * holding memory the program no longer uses. One spin lock, held for a few list operations. */
 #define _GNU_SOURCE
@@ -18,6 +21,8 @@
 static fg_lock_t large_lock;
 static fg_segment_t *buckets[LARGE_BUCKETS];
 static size_t cached_bytes;
+static size_t live_bytes; /* mapped bytes of live large blocks */
+static size_t live_peak;  /* the most live_bytes was since the last decay pass */
 
 /* Bucket b holds mappings in (2^k + j 2^(k-3), 2^k + (j+1) 2^(k-3)]: same shape as classes. */
 static size_t bucket_of(size_t mapped) {
@@ -58,6 +63,8 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   size_t need = offset + fg_align_up(size, FG_OS_PAGE) + _fg_secure_guard();
   _fg_lock(&large_lock);
   fg_segment_t *s = cache_take(need, offset);
+  if (s != NULL) live_bytes += s->mapped;
+  if (live_bytes > live_peak) live_peak = live_bytes;
   _fg_unlock(&large_lock);
   bool fresh = s == NULL;
   _fg_count(fresh ? FG_C_large_cache_misses : FG_C_large_cache_hits, 1);
@@ -77,6 +84,10 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   if (fresh) {
     _fg_count(FG_C_fresh_large_bytes, size);
     _fg_secure_guard_mapping(s, s->mapped);
+    _fg_lock(&large_lock);
+    live_bytes += s->mapped;
+    if (live_bytes > live_peak) live_peak = live_bytes;
+    _fg_unlock(&large_lock);
   }
   /* Secure mode ends the block against its guard page (16-byte aligned), so an overflow past
    * the canary faults at once rather than landing in the page-rounding slack. */
@@ -103,6 +114,8 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
   size_t limit = (size_t)_fg_option(FG_OPTION_LARGE_CACHE_MB) << 20;
   s->freed_at = _fg_clock_ms();
   _fg_lock(&large_lock);
+  live_bytes -= s->mapped;
+  if (limit < live_peak) limit = live_peak;
   bool keep = cached_bytes + s->mapped <= limit;
   if (keep) {
     size_t b = bucket_of(s->mapped);
@@ -149,6 +162,7 @@ void _fg_large_cache_collect(uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
   _fg_lock(&large_lock);
+  live_peak = live_bytes; /* a new decay period */
   for (size_t b = 0; b < LARGE_BUCKETS; b++) {
     for (fg_segment_t *s = buckets[b], *next; s != NULL; s = next) {
       next = s->next;
