@@ -130,6 +130,20 @@ static void segment_unlink(fg_heap_t *heap, fg_segment_t *s) {
   s->next = s->prev = NULL;
 }
 
+/* An empty segment leaves its heap for the shared cache (or the OS). */
+static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
+  segment_unlink(heap, s);
+  for (size_t i = 0; i < s->page_count; i++) { /* the hooked paths' side arrays */
+    if (s->pages[i].requested == NULL) continue;
+    _fg_os_free(s->pages[i].requested, s->pages[i].requested_cap * sizeof(uint32_t));
+    s->pages[i].requested = NULL;
+  }
+  /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO rounds);
+   * an exited thread's is given back whole: one madvise, not one per page. */
+  if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);
+  segment_to_cache(s);
+}
+
 /* The usable area of a page slot: the first slot starts after the segment header. */
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start) {
   size_t index = (size_t)(page - s->pages);
@@ -176,16 +190,11 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   }
   s->used_pages--;
   if (s->used_pages == 0) {
-    segment_unlink(heap, s);
-    for (size_t i = 0; i < s->page_count; i++) { /* the hooked paths' side arrays */
-      if (s->pages[i].requested == NULL) continue;
-      _fg_os_free(s->pages[i].requested, s->pages[i].requested_cap * sizeof(uint32_t));
-      s->pages[i].requested = NULL;
-    }
-    /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO
-     * rounds); an exited thread's is given back whole: one madvise, not one per page. */
-    if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);
-    segment_to_cache(s);
+    /* A running thread keeps its empty segment until the decay pass: a loop that fills and
+     * empties a page batch after batch (the lab's threads) took it to the shared cache and
+     * back each time, and the cache's lock is what threads then met on. */
+    s->freed_at = page->freed_at;
+    if (!heap->owned || purge_now) segment_release(heap, s);
   } else if (purge_now) {
     uint8_t *start;
     size_t area = _fg_page_area(s, page, &start);
@@ -199,7 +208,12 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
 void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
-    for (fg_segment_t *s = heap->segments[kind]; s != NULL; s = s->next) {
+    for (fg_segment_t *s = heap->segments[kind], *next; s != NULL; s = next) {
+      next = s->next;
+      if (s->used_pages == 0 && (force || !heap->owned || s->freed_at + decay <= now)) {
+        segment_release(heap, s); /* empty past the decay time: the whole segment goes */
+        continue;
+      }
       uint8_t *run = NULL, *run_end = NULL;
       for (size_t i = 0; i <= s->page_count; i++) {
         fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;

@@ -88,25 +88,27 @@ struct fg_heap_s;
 #define FG_TF_FULL ((uintptr_t)1)
 
 /* 128 bytes (aligned): finding a page from a pointer is then a shift, not a multiply. */
+_Static_assert(sizeof(void *) == 8, "frugal's page layout assumes 64-bit pointers");
 typedef struct __attribute__((aligned(128))) fg_page_s {
-  /* hot: read by every malloc and free */
-  fg_block_t *free; /* blocks to allocate from */
-  uintptr_t key;    /* free-list encoding key (top bit set: never a user pointer) */
-  uint8_t *start;   /* first block */
-  uint32_t used;    /* blocks handed out and not yet freed back to this page */
+  /* First cache line: all that malloc and a local free touch. */
+  fg_block_t *free;       /* blocks to allocate from */
+  uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
+  uint8_t *start;         /* first block */
+  fg_block_t *local_free; /* freed by the owner; becomes `free` when that runs dry */
+  struct fg_heap_s *heap; /* owner; NULL while the slot is free */
+  uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
+  uint32_t used;          /* blocks handed out and not yet freed back to this page */
   /* Blocks carved so far. Atomic because other threads bound-check their frees against it
    * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
    * pays a locked add. */
   _Atomic(uint32_t) capacity;
-  size_t block_size;            /* 0: page slot not in use */
-  uint64_t recip;               /* ceil(2^32 / block_size): block index by multiply */
-  fg_block_t *local_free;       /* freed by the owner; becomes `free` when that runs dry */
-  struct fg_heap_s *heap;       /* owner; NULL while the slot is free */
-  uint8_t in_full;              /* in the heap's full list (owner-only) */
-  _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
-  uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
-  uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
+  uint32_t block_size; /* 0: page slot not in use; classes end at 512 KiB */
+  uint8_t in_full;     /* in the heap's full list (owner-only) */
   uint8_t class_idx;
+  _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
+  uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
+  /* Second line: slow paths. */
+  uint8_t purged;    /* (free slot) its memory is not committed: new or given back */
   uint32_t reserved; /* blocks that fit in the page */
   _Atomic(uintptr_t) xthread_free;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
@@ -114,6 +116,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint32_t *requested;           /* hooked only: requested size + 1 per block (0: unknown) */
   uint32_t requested_cap;        /* entries in `requested`; kept with the slot for reuse */
 } fg_page_t;
+_Static_assert(__builtin_offsetof(fg_page_t, purged) == 64, "malloc/free's fields fill the first line");
 
 typedef struct fg_segment_s {
   uintptr_t cookie; /* segment address ^ process secret: a sanity check for the header */
