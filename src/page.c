@@ -30,14 +30,15 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->heap = heap;
 }
 
-/* Carve the next blocks into `free`: 4 KiB worth at a time (one OS page faulted per call at
- * most, as mimalloc does), at least 4 blocks so medium pages do not come back too often. */
+/* Carve the next blocks into `free`: 4 KiB worth at a time, or one block of 4 KiB or more.
+ * Carving writes each block's first word, so every block carved commits a page: carving 4
+ * big blocks at once cost the seed-1 process its "peak RSS at most glibc's". */
 bool _fg_page_extend(fg_page_t *page) {
   uint32_t left = page->reserved - page->capacity;
   if (left == 0) return false;
   size_t bsize = page->block_size;
   uint32_t n = (uint32_t)(FG_OS_PAGE / bsize);
-  if (n < 4) n = 4;
+  if (n < 1) n = 1;
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bsize;
   if (fg_unlikely(_fg_secure_on)) {
