@@ -75,13 +75,13 @@ static void fork_prepare(void) {
   _fg_large_lock();
 }
 static void fork_parent(void) {
-  _fg_large_unlock(false);
-  _fg_segment_unlock_all(false);
+  _fg_large_unlock();
+  _fg_segment_unlock_all();
   _fg_heaps_unlock(false);
 }
 static void fork_child(void) {
-  _fg_large_unlock(true);
-  _fg_segment_unlock_all(true);
+  _fg_large_unlock();
+  _fg_segment_unlock_all();
   _fg_heaps_unlock(true);
 }
 

@@ -97,8 +97,9 @@ void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force);
 void _fg_segment_cache_collect(uint64_t now, bool force);
 fg_segment_t *_fg_segment_map_large(size_t size); /* a 4 MiB-aligned mapping, registered */
 void _fg_segment_unmap(fg_segment_t *s);
+void _fg_segment_unmap_list(fg_segment_t *list, int counter); /* linked by next; counts each */
 void _fg_segment_lock_all(void);
-void _fg_segment_unlock_all(bool child);
+void _fg_segment_unlock_all(void);
 
 /* ---- page.c: one page's free lists and the heap's page queues ---------------------------- */
 static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) { return (uintptr_t)p ^ page->key; }
@@ -144,7 +145,7 @@ size_t _fg_large_usable(fg_segment_t *s, const void *p);
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
 void _fg_large_cache_collect(uint64_t now, bool force);
 void _fg_large_lock(void);
-void _fg_large_unlock(bool child);
+void _fg_large_unlock(void);
 
 /* ---- alloc.c / free.c: the API without the hooks (the hooked paths call these) ------------ */
 /* Set once at process start when the ledger or secure mode is on: every entry point then

@@ -173,16 +173,8 @@ void _fg_large_cache_collect(uint64_t now, bool force) {
     }
   }
   _fg_unlock(&large_lock);
-  while (expired != NULL) {
-    fg_segment_t *next = expired->next;
-    _fg_count(FG_C_large_cache_decays, 1);
-    _fg_segment_unmap(expired);
-    expired = next;
-  }
+  _fg_segment_unmap_list(expired, FG_C_large_cache_decays);
 }
 
 void _fg_large_lock(void) { _fg_lock(&large_lock); }
-void _fg_large_unlock(bool child) {
-  (void)child; /* the child has only the forking thread: releasing is enough */
-  _fg_unlock(&large_lock);
-}
+void _fg_large_unlock(void) { _fg_unlock(&large_lock); }

@@ -73,19 +73,21 @@ void _fg_segment_cache_collect(uint64_t now, bool force) {
   *link = NULL;
   for (fg_segment_t *s = expired; s != NULL; s = s->next) cache_count--;
   _fg_unlock(&cache_lock);
-  while (expired != NULL) {
-    fg_segment_t *next = expired->next;
-    _fg_count(FG_C_segment_cache_decays, 1);
-    _fg_segment_unmap(expired);
-    expired = next;
+  _fg_segment_unmap_list(expired, FG_C_segment_cache_decays);
+}
+
+void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
+  while (list != NULL) {
+    fg_segment_t *next = list->next;
+    _fg_count(counter, 1);
+    _fg_segment_unmap(list);
+    list = next;
   }
 }
 
+/* Fork: the child has only the forking thread, so releasing a lock is all it needs. */
 void _fg_segment_lock_all(void) { _fg_lock(&cache_lock); }
-void _fg_segment_unlock_all(bool child) {
-  (void)child; /* the child has only the forking thread: releasing is enough */
-  _fg_unlock(&cache_lock);
-}
+void _fg_segment_unlock_all(void) { _fg_unlock(&cache_lock); }
 
 /* ---- segments of a heap ------------------------------------------------------------------ */
 
