@@ -14,7 +14,8 @@ from .experiments import EXPERIMENTS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run).")
+    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run).",
+                                     epilog="frugal --help-env [--build DIR] prints the allocator's FRUGAL_* options.")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="run the seed lab (LAB.md) over every allocator found",
                            description="Run the seed lab's experiments under every allocator found, "
@@ -118,7 +119,28 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     return result.exit_code
 
 
+def help_env(argv: list[str]) -> int:
+    """`frugal --help-env [--build DIR]`: the allocator's options table, as libfrugal prints it
+    (fg_options_print: name, current value, default, one line of help), on stderr."""
+    import ctypes
+    import os
+
+    build = Path(os.environ.get("FRUGAL_BUILD", "build"))
+    if "--build" in argv and argv.index("--build") + 1 < len(argv):
+        build = Path(argv[argv.index("--build") + 1])
+    lib = build / "libfrugal.so"
+    if not lib.exists():
+        print(f"frugal: {lib} not found (build first: make)", file=sys.stderr)
+        return 2
+    sys.stderr.flush()
+    ctypes.CDLL(str(lib.resolve())).fg_options_print()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--help-env" in argv:
+        return help_env(argv)
     args = build_parser().parse_args(argv)
     # Piped output (make, CI logs) gets a wide console rather than rich's 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
