@@ -19,15 +19,25 @@ static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) {
 
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
  * inside a block of a page that hands those out) and the block must not be free. */
-static fg_block_t *block_checked(fg_page_t *page, const void *p) {
+static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p) {
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  size_t idx = (size_t)((off * page->recip) >> 32); /* exact for block starts (see fg_free) */
-  if (idx * page->block_size != off) idx = off / page->block_size;
+  size_t idx = off / page->block_size;
   if ((const uint8_t *)p < page->start || idx >= page->capacity) _fg_misuse("invalid pointer", p);
   fg_block_t *b = (fg_block_t *)(page->start + idx * page->block_size);
   if ((const void *)b != p && !page->has_aligned) _fg_misuse("invalid pointer", p);
   if (looks_freed(page, b) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
   return b;
+}
+
+/* The same checks as fg_free's fast path (exact multiply, carved, not looking freed); the
+ * slow half sorts out aligned interior pointers and names the misuse. */
+static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  size_t idx = (size_t)((off * page->recip) >> 32);
+  if (fg_likely(idx * page->block_size == off) && fg_likely(idx < page->capacity) &&
+      fg_likely(!looks_freed(page, p)))
+    return (fg_block_t *)p;
+  return block_checked_slow(page, p);
 }
 
 fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op) {
