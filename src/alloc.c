@@ -88,7 +88,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     return NULL;
   }
   fg_segment_t *s;
-  fg_page_t *page = _fg_checked_page(p, &s, "realloc");
+  fg_page_t *page = _fg_checked_page(p, &s);
   size_t usable;
   if (page == NULL) { /* a large block */
     if (size > FG_CLASS_MAX / 2) {

@@ -40,8 +40,7 @@ static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
   return block_checked_slow(page, p);
 }
 
-fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op) {
-  (void)op;
+fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg) {
   fg_segment_t *s = _fg_segment_of(p);
   if (!_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret))
     _fg_misuse("not a frugal pointer", p);
@@ -174,7 +173,7 @@ fg_export size_t fg_usable_size(const void *p) {
     if (requested != SIZE_MAX) return requested;
   }
   fg_segment_t *s;
-  fg_page_t *page = _fg_checked_page(p, &s, "usable_size");
+  fg_page_t *page = _fg_checked_page(p, &s);
   if (page == NULL) return _fg_large_usable(s, p);
   size_t off = (size_t)((const uint8_t *)p - page->start);
   return page->block_size - off % page->block_size;

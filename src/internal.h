@@ -179,6 +179,6 @@ void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */
 /* The page of a live small block, or abort with the misuse found. Sets *block to its start. */
-fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg, const char *op);
+fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg);
 
 #endif
