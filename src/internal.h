@@ -178,7 +178,8 @@ size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unkno
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */
-/* The page of a live small block, or abort with the misuse found. Sets *block to its start. */
+/* The page of a live small block (NULL for a large one, *seg set either way), or abort with
+ * the misuse found: not frugal's, interior, freed. */
 fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg);
 
 #endif
