@@ -92,9 +92,13 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
 
 static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
+/* The owner's frees go straight back on `free`: the block just freed is the next one handed
+ * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
+ * time was the miss on a cold block's link). Other threads' frees still wait on the page's
+ * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page. */
 static inline void push_local(fg_page_t *page, fg_block_t *b) {
-  b->next = _fg_encode(page, page->local_free);
-  page->local_free = b;
+  b->next = _fg_encode(page, page->free);
+  page->free = b;
   if (fg_unlikely(--page->used == 0)) {
     /* The lone page of its class (no neighbours: next == prev == NULL) stays, see
      * _fg_heap_page_retire; only every 16th time does the heap look at the clock, so a

@@ -94,7 +94,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   fg_block_t *free;       /* blocks to allocate from */
   uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
   uint8_t *start;         /* first block */
-  fg_block_t *local_free; /* freed by the owner; becomes `free` when that runs dry */
+  fg_block_t *local_free; /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
   uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
   uint32_t used;          /* blocks handed out and not yet freed back to this page */
