@@ -54,6 +54,15 @@ def legend_once(fig: plt.Figure, ax: Axes) -> None:
     if handles:
         fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 8), bbox_to_anchor=(0.5, 0.965))
 
+def finish_with_legend(fig: plt.Figure, legend_ax: Axes, title: str, path: Path) -> None:
+    """One legend for the figure, the title above it, and the PNG written."""
+    legend_once(fig, legend_ax)
+    fig.suptitle(title, y=0.995, fontweight="bold")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.savefig(path)
+    plt.close(fig)
+
+
 
 def grouped_bars(ax: Axes, labels: list[str], allocators: list[str], value: Callable[[str, int], float]) -> None:
     """One group of bars per label, one bar per allocator in its colour."""
@@ -81,11 +90,7 @@ def plot_bufcache(res: ExpResult, ctx: Context, path: Path) -> None:
     grouped_bars(ax, [p.replace("keep-biggest", "kb") for p in POLICIES], res.allocators,
                  lambda a, k: res.m(a, POLICIES[k], "maxrss") / MiB)
     ax.set_title("peak RSS (MiB) by policy")
-    legend_once(fig, axes.flat[0])
-    fig.suptitle("Seed 1 — efficiency over the run, one curve per allocator and policy", y=0.995, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    fig.savefig(path)
-    plt.close(fig)
+    finish_with_legend(fig, axes.flat[0], "Seed 1 — efficiency over the run, one curve per allocator and policy", path)
 
 
 def plot_fifo(res: ExpResult, ctx: Context, path: Path) -> None:
@@ -161,11 +166,7 @@ def plot_bigbuf(res: ExpResult, ctx: Context, path: Path) -> None:
     grouped_bars(ax, [size_label(res.info[c]["size"]) for c in cells], res.allocators,
                  lambda a, k: (res.m(a, cells[k], "rss_after_wait") - res.m(a, cells[k], "rss_start")) / MiB)
     ax.set_title(f"RSS above start after idling {exp.wait_ms(ctx)} ms (MiB)")
-    legend_once(fig, axes.flat[0])
-    fig.suptitle("Seed 3 — the hidden costs of big blocks", y=0.995, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    fig.savefig(path)
-    plt.close(fig)
+    finish_with_legend(fig, axes.flat[0], "Seed 3 — the hidden costs of big blocks", path)
 
 
 def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
@@ -209,11 +210,7 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
     grouped_bars(ax, [size_label(s) for s in THREAD_SIZES], res.allocators,
                  lambda a, k: res.m(a, exp.cell("malloc", THREAD_SIZES[k], top), "maxrss") / MiB)
     ax.set_title(f"peak RSS at N={top} (MiB)")
-    legend_once(fig, axes[0][0])
-    fig.suptitle("Seed 4 — threads sharing a heap", y=0.995, fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    fig.savefig(path)
-    plt.close(fig)
+    finish_with_legend(fig, axes[0][0], "Seed 4 — threads sharing a heap", path)
 
 
 PLOTTERS: dict[str, Callable[[ExpResult, Context, Path], None]] = {
