@@ -14,6 +14,8 @@ static inline void *page_pop(fg_page_t *page) {
   return b;
 }
 
+/* Any size, through the class queues rather than the direct table (which stays empty while
+ * the hooks are on, see page.c's set_direct). */
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   if (fg_likely(size <= FG_CLASS_MAX)) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
@@ -23,19 +25,18 @@ static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   return _fg_large_alloc(size, 0, false);
 }
 
+/* The allocation itself, without the hooks: what the hooked paths and the raw helpers call. */
 static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(page->free != NULL)) return page_pop(page);
-    return _fg_heap_alloc_slow(heap, size);
   }
   return malloc_generic(heap, size);
 }
 
 void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
 
-/* Every entry point tests the hook flag once: one predictable branch when it is off. */
 static fg_noinline void *malloc_hooked(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -46,9 +47,25 @@ static fg_noinline void *malloc_hooked(size_t size) {
   return p;
 }
 
-fg_export void *fg_malloc(size_t size) {
+/* fg_malloc's misses. With the hooks on every call lands here, as the direct table is
+ * empty: the hook flag costs the fast path nothing. */
+static fg_noinline void *malloc_small_miss(fg_heap_t *heap, size_t size) {
   if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
-  return malloc_core(size);
+  return _fg_heap_alloc_slow(heap, size);
+}
+static fg_noinline void *malloc_big(fg_heap_t *heap, size_t size) {
+  if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
+  return malloc_generic(heap, size);
+}
+
+fg_export void *fg_malloc(size_t size) {
+  fg_heap_t *heap = _fg_heap();
+  if (fg_likely(size <= FG_DIRECT_MAX)) {
+    fg_page_t *page = heap->direct[(size + 7) >> 3];
+    if (fg_likely(page->free != NULL)) return page_pop(page);
+    return malloc_small_miss(heap, size);
+  }
+  return malloc_big(heap, size);
 }
 
 void *_fg_calloc_raw(size_t count, size_t size) {

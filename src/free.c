@@ -1,10 +1,11 @@
 /* free.c — freeing, and the checks that catch heap misuse by default. A pointer is frugal's
- * if the segment map has its segment (one byte test); it is a block start if its offset in
- * the page is a multiple of the block size (a multiply by the page's reciprocal, not a
- * divide); it is live unless its first word decodes to a free-list link of its own segment,
- * in which case the page's lists are walked to be sure. The fast path pays a few
- * instructions for all of this; everything that fails a check goes to a cold path that
- * names the misuse and aborts. */
+ * if the segment map has its segment (one byte test, which also turns away NULL and sends
+ * the hooked modes to their path); it is a carved block start if its offset in the page,
+ * times the inverse of the block size and rotated, is below the page's capacity (no divide);
+ * it is live unless its first word decodes to a free-list link of its own segment, in which
+ * case the page's lists are walked to be sure. The fast path pays a few instructions for all
+ * of this; everything that fails a check goes to a cold path that names the misuse and
+ * aborts. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -29,14 +30,16 @@ static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p
   return b;
 }
 
-/* The same checks as fg_free's fast path (exact multiply, carved, not looking freed); the
- * slow half sorts out aligned interior pointers and names the misuse. */
+/* The fast path's test: a carved block start that does not look freed. */
+static inline bool block_plain(const fg_page_t *page, const void *p) {
+  size_t idx = _fg_block_index(page, (size_t)((const uint8_t *)p - page->start));
+  return fg_likely(idx < page->capacity) && fg_likely(!looks_freed(page, p));
+}
+
+/* The same checks as fg_free's fast path; the slow half sorts out aligned interior pointers
+ * and names the misuse. */
 static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
-  size_t off = (size_t)((const uint8_t *)p - page->start);
-  size_t idx = (size_t)((off * page->recip) >> 32);
-  if (fg_likely(idx * page->block_size == off) && fg_likely(idx < page->capacity) &&
-      fg_likely(!looks_freed(page, p)))
-    return (fg_block_t *)p;
+  if (block_plain(page, p)) return (fg_block_t *)p;
   return block_checked_slow(page, p);
 }
 
@@ -96,17 +99,19 @@ static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a 
  * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
  * time was the miss on a cold block's link). Other threads' frees still wait on the page's
  * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page. */
+/* The page just became empty, or sits in the full list. The lone page of its class (no
+ * neighbours: next == prev == NULL) stays, see _fg_heap_page_retire; only every 16th time
+ * does the heap look at the clock, so a malloc/free loop of one block stays cheap. */
+static fg_noinline void page_freed_into(fg_page_t *page) {
+  if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
+  if (page->used == 0 && (page->next != page->prev || (++page->heap->ticks & 15) == 0))
+    _fg_heap_page_retire(page);
+}
+
 static inline void push_local(fg_page_t *page, fg_block_t *b) {
   b->next = _fg_encode(page, page->free);
   page->free = b;
-  if (fg_unlikely(--page->used == 0)) {
-    /* The lone page of its class (no neighbours: next == prev == NULL) stays, see
-     * _fg_heap_page_retire; only every 16th time does the heap look at the clock, so a
-     * malloc/free loop stays on the fast path. A page whose last block comes back is never
-     * in the full list: its earlier frees were gathered, which took it out. */
-    if (page->next != page->prev || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
-  } else if (fg_unlikely(page->in_full))
-    _fg_heap_page_unfull(page);
+  if (fg_unlikely((int32_t)--page->used <= 0)) page_freed_into(page); /* empty, or full */
 }
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
@@ -117,21 +122,15 @@ static fg_noinline void free_local_checked(fg_page_t *page, void *p) {
 
 static fg_noinline fg_cold void free_wrong_size(const void *p) { _fg_misuse("wrong size in sized free", p); }
 
-static inline void free_impl(void *p, bool sized, size_t size) {
-  if (fg_unlikely(p == NULL)) return;
+/* A pointer into one of our small or large segments (the segment map said so). */
+static inline void free_ours(void *p, bool sized, size_t size) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (fg_unlikely(!_fg_segmap_contains(s))) free_foreign(p);
   fg_page_t *page = _fg_page_of(s, p);
   if (fg_unlikely(page->heap != _fg_heap())) {
     free_remote(s, page, p, sized, size);
     return;
   }
-  /* Block start: the multiply is exact for every true multiple of the block size (the
-   * error term stays below 1 for offsets < 2^32), so only non-starts fail it. */
-  size_t off = (size_t)((uint8_t *)p - page->start);
-  size_t idx = (size_t)((off * page->recip) >> 32);
-  if (fg_unlikely(idx * page->block_size != off) || fg_unlikely(idx >= page->capacity) ||
-      fg_unlikely(looks_freed(page, p))) {
+  if (fg_unlikely(!block_plain(page, p))) {
     free_local_checked(page, p);
     return;
   }
@@ -139,29 +138,32 @@ static inline void free_impl(void *p, bool sized, size_t size) {
   push_local(page, p);
 }
 
-void _fg_free_raw(void *p, bool sized, size_t size) { free_impl(p, sized, size); }
-
-static fg_noinline void free_hooked(void *p, bool sized, size_t size) {
+void _fg_free_raw(void *p, bool sized, size_t size) {
   if (p == NULL) return;
-  _fg_hook_free(p);
-  free_impl(p, sized, size);
+  if (fg_unlikely(!_fg_segmap_contains(p))) free_foreign(p);
+  free_ours(p, sized, size);
 }
 
-fg_export void fg_free(void *p) {
-  if (fg_unlikely(_fg_hooked)) {
-    free_hooked(p, false, 0);
-    return;
-  }
-  free_impl(p, false, 0);
+/* What the segment map did not mark plain: NULL, a foreign pointer, or any pointer while
+ * the hooks are on. */
+static fg_noinline void free_unusual(void *p, bool sized, size_t size) {
+  if (p == NULL) return;
+  if (!_fg_segmap_contains(p)) free_foreign(p);
+  if (_fg_hooked) _fg_hook_free(p);
+  free_ours(p, sized, size);
 }
 
-fg_export void fg_free_sized(void *p, size_t size) {
-  if (fg_unlikely(_fg_hooked)) {
-    free_hooked(p, true, size);
+static inline void free_impl(void *p, bool sized, size_t size) {
+  if (fg_unlikely(_fg_segmap_byte(p) != FG_SEGMAP_PLAIN)) {
+    free_unusual(p, sized, size);
     return;
   }
-  free_impl(p, true, size);
+  free_ours(p, sized, size);
 }
+
+fg_export void fg_free(void *p) { free_impl(p, false, 0); }
+
+fg_export void fg_free_sized(void *p, size_t size) { free_impl(p, true, size); }
 
 fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;

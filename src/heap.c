@@ -98,21 +98,21 @@ static bool page_to_full(fg_heap_t *heap, fg_page_t *page) {
     return false; /* blocks came back meanwhile */
   _fg_queue_remove(heap, &heap->queues[page->class_idx], page);
   _fg_queue_push_back(heap, &heap->full, page);
-  page->in_full = 1;
+  page->used |= FG_USED_FULL;
   return true;
 }
 
 void _fg_heap_page_unfull(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
   atomic_fetch_and_explicit(&page->xthread_free, ~FG_TF_FULL, memory_order_acq_rel);
-  page->in_full = 0;
+  page->used &= ~FG_USED_FULL;
   _fg_queue_remove(heap, &heap->full, page);
   _fg_queue_push_back(heap, &heap->queues[page->class_idx], page);
 }
 
 static void page_release(fg_heap_t *heap, fg_page_t *page, bool purge_now) {
-  _fg_queue_remove(heap, page->in_full ? &heap->full : &heap->queues[page->class_idx], page);
-  page->in_full = 0;
+  _fg_queue_remove(heap, _fg_page_in_full(page) ? &heap->full : &heap->queues[page->class_idx], page);
+  page->used &= ~FG_USED_FULL;
   _fg_segment_page_free(page, purge_now);
 }
 
@@ -123,7 +123,7 @@ static void page_release(fg_heap_t *heap, fg_page_t *page, bool purge_now) {
  * back, behind the pages still in use. */
 void _fg_heap_page_retire(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
-  if (page->in_full) _fg_heap_page_unfull(page);
+  if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
   fg_page_queue_t *q = &heap->queues[page->class_idx];
   page->freed_at = 0; /* the decay pass stamps it */
   if (q->first == page && page->next == NULL) {
@@ -145,10 +145,8 @@ static void free_delayed(fg_heap_t *heap) {
     fg_page_t *page = _fg_page_of(_fg_segment_of(b), b);
     b->next = _fg_encode(page, page->local_free);
     page->local_free = b;
-    if (--page->used == 0)
-      _fg_heap_page_retire(page);
-    else if (page->in_full)
-      _fg_heap_page_unfull(page);
+    if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
+    if (--page->used == 0) _fg_heap_page_retire(page);
     b = next;
   }
 }
@@ -339,7 +337,7 @@ static bool check_list(const fg_page_t *page, const fg_block_t *b, uint32_t *cou
 static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   if (page->heap != heap) return check_fail("page in a queue of another heap", page);
   if (!full && page->class_idx != c) return check_fail("page in the wrong class queue", page);
-  if ((page->in_full != 0) != full) return check_fail("page's full flag disagrees with its queue", page);
+  if (_fg_page_in_full(page) != full) return check_fail("page's full flag disagrees with its queue", page);
   if (page->block_size != _fg_class_size(page->class_idx)) return check_fail("page block size", page);
   if (page->capacity > page->reserved) return check_fail("page carved beyond its area", page);
   /* Blocks other threads freed still count as used until the owner gathers them. */
@@ -348,9 +346,10 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
       !check_list(page, (fg_block_t *)(tf & ~FG_TF_FULL), &remote))
     return false;
-  if (page->used + count != page->capacity)
+  if ((page->used & ~FG_USED_FULL) + count != page->capacity)
     return check_fail("page's used + free blocks != its capacity", page);
-  if (remote > page->used) return check_fail("more blocks freed by other threads than used", page);
+  if (remote > (page->used & ~FG_USED_FULL))
+    return check_fail("more blocks freed by other threads than used", page);
   return true;
 }
 
@@ -370,8 +369,8 @@ fg_export bool fg_heap_check(void) {
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     if (!check_queue(heap, &heap->queues[c], c, false)) return false;
     fg_page_t *first = heap->queues[c].first;
-    if (_fg_class_size(c) <= FG_DIRECT_MAX &&
-        heap->direct[_fg_class_size(c) / 8] != (first != NULL ? first : &_fg_page_empty))
+    if (first == NULL || _fg_hooked) first = &_fg_page_empty; /* see page.c's set_direct */
+    if (_fg_class_size(c) <= FG_DIRECT_MAX && heap->direct[_fg_class_size(c) / 8] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }
   if (!check_queue(heap, &heap->full, 0, true)) return false;

@@ -81,14 +81,22 @@ extern _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 static inline fg_segment_t *_fg_segment_of(const void *p) {
   return (fg_segment_t *)((uintptr_t)p & ~(uintptr_t)FG_SEGMENT_MASK);
 }
-static inline bool _fg_segmap_contains(const void *p) {
+/* A segment's byte is FG_SEGMAP_PLAIN, or FG_SEGMAP_HOOKED when the ledger or secure mode
+ * is on: free() then sends every pointer that is not plainly ours (NULL, foreign, hooked) to
+ * one slow path with a single compare. */
+#define FG_SEGMAP_PLAIN 1
+#define FG_SEGMAP_HOOKED 2
+static inline uint8_t _fg_segmap_byte(const void *p) {
   uintptr_t i = (uintptr_t)p >> FG_SEGMENT_SHIFT;
-  if (fg_unlikely(i >= FG_SEGMAP_SIZE)) return false;
-  return atomic_load_explicit(&_fg_segmap[i], memory_order_relaxed) != 0;
+  if (fg_unlikely(i >= FG_SEGMAP_SIZE)) return 0;
+  return atomic_load_explicit(&_fg_segmap[i], memory_order_relaxed);
 }
+static inline bool _fg_segmap_contains(const void *p) { return _fg_segmap_byte(p) != 0; }
 void _fg_segmap_set(const void *segment, bool on);
 static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
-  return &s->pages[((uintptr_t)p - (uintptr_t)s) >> s->page_shift];
+  /* fg_page_t is 128 bytes: the slot's byte offset is a shift, and one add finds it. */
+  uintptr_t slot = ((uintptr_t)p & FG_SEGMENT_MASK) >> s->page_shift;
+  return (fg_page_t *)((uintptr_t)s->pages + slot * sizeof(fg_page_t));
 }
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
 void _fg_segment_page_free(fg_page_t *page, bool purge_now);
@@ -106,6 +114,17 @@ static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) { retur
 static inline fg_block_t *_fg_decode(const fg_page_t *page, uintptr_t v) {
   return (fg_block_t *)(v ^ page->key);
 }
+/* The index of the block that starts `off` bytes into the page, or a number >= capacity if
+ * no block starts there. With block_size = odd << k, a multiple of block_size times the odd
+ * part's inverse (mod 2^64) is the quotient shifted left by k, so rotating right by k gives
+ * the quotient; any other offset rotates to a number above 2^64 / block_size. One multiply,
+ * one rotate and one compare check "block start" and "carved" together. */
+static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
+  uint64_t x = off * page->inv;
+  unsigned k = page->inv_shift;
+  return (size_t)((x >> k) | (x << ((64 - k) & 63)));
+}
+static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */

@@ -17,13 +17,16 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->reserved = (uint32_t)(area / bsize);
   page->capacity = 0;
   page->used = 0;
-  /* Exact for every multiple of bsize below 2^32: see free.c. */
-  page->recip = (((uint64_t)1 << 32) + bsize - 1) / bsize;
+  unsigned k = (unsigned)__builtin_ctzl(bsize);
+  uint64_t odd = bsize >> k, inv = odd; /* Newton's iteration: each step doubles the bits */
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
+  page->inv = inv;
+  page->inv_shift = (uint8_t)k;
   page->key = (heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u)) | ((uintptr_t)1 << 63);
   page->free = page->local_free = NULL;
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
-  page->in_full = page->purged = 0;
+  page->purged = 0;
   page->has_aligned = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
@@ -101,8 +104,8 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  size_t idx = (size_t)((off * page->recip) >> 32);                /* exact for block starts */
-  if (idx * page->block_size != off) idx = off / page->block_size; /* aligned interior */
+  size_t idx = _fg_block_index(page, off);
+  if (idx >= page->capacity) idx = off / page->block_size; /* aligned interior, or beyond */
   if (idx >= page->capacity) return NULL;
   if (page->requested == NULL || page->requested_cap < page->reserved) {
     if (!create) return NULL;
@@ -116,8 +119,10 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
 
 /* ---- page queues --------------------------------------------------------------------------- */
 
+/* With the hooks on (ledger, secure mode) the direct table stays empty: every fg_malloc then
+ * misses into its hooked path, and the fast path needs no test of its own for them. */
 static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
-  if (q == &heap->full) return;
+  if (q == &heap->full || _fg_hooked) return;
   size_t c = (size_t)(q - heap->queues);
   size_t hi = _fg_class_size(c);
   if (hi > FG_DIRECT_MAX) return;

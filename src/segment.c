@@ -13,7 +13,9 @@ _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 void _fg_segmap_set(const void *segment, bool on) {
   uintptr_t i = (uintptr_t)segment >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
-  atomic_store_explicit(&_fg_segmap[i], on, memory_order_release);
+  /* _fg_hooked is set by process init, before the first segment is mapped. */
+  uint8_t v = !on ? 0 : _fg_hooked ? FG_SEGMAP_HOOKED : FG_SEGMAP_PLAIN;
+  atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 
 /* ---- the segment cache ------------------------------------------------------------------- */

@@ -86,6 +86,7 @@ struct fg_heap_s;
  * telling such threads that the page sits in its heap's full list, so the first of them must
  * hand its block to the heap's delayed list instead (which wakes the page up). */
 #define FG_TF_FULL ((uintptr_t)1)
+#define FG_USED_FULL ((uint32_t)1 << 31) /* see fg_page_t.used */
 
 /* 128 bytes (aligned): finding a page from a pointer is then a shift, not a multiply. */
 _Static_assert(sizeof(void *) == 8, "frugal's page layout assumes 64-bit pointers");
@@ -96,14 +97,16 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint8_t *start;         /* first block */
   fg_block_t *local_free; /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
-  uint64_t recip;         /* ceil(2^32 / block_size): block index by multiply */
-  uint32_t used;          /* blocks handed out and not yet freed back to this page */
+  uint64_t inv;           /* odd part of block_size, inverted mod 2^64: see _fg_block_index */
+  /* Blocks handed out and not yet freed back to this page, | FG_USED_FULL while the page
+   * sits in its heap's full list: a local free then tests both with one signed compare. */
+  uint32_t used;
   /* Blocks carved so far. Atomic because other threads bound-check their frees against it
    * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
    * pays a locked add. */
   _Atomic(uint32_t) capacity;
   uint32_t block_size; /* 0: page slot not in use; classes end at 512 KiB */
-  uint8_t in_full;     /* in the heap's full list (owner-only) */
+  uint8_t inv_shift;   /* trailing zero bits of block_size */
   uint8_t class_idx;
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
