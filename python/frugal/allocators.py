@@ -23,6 +23,12 @@ KNOWN_LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_ORDER = tuple(KNOWN_LIBRARIES)
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4", "mimalloc": "libmimalloc2.0"}
+# Variants: an allocator's own library with an option on, measured beside it to price that
+# option (issue #4: what the ledger costs). They come with their base and compete with no one.
+# The ledger's JSON goes to /dev/null: the cost measured is keeping it, not storing it.
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "frugal+ledger": ("frugal", {"FRUGAL_STATS_FILE": "/dev/null"}),
+}
 
 
 @dataclass
@@ -34,6 +40,7 @@ class Allocator:
     available: bool = True
     reason: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    variant_of: str | None = None  # the base allocator of a variant (see VARIANTS)
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment a workload runs in under this allocator."""
@@ -66,16 +73,26 @@ def find_library(names: Iterable[str], dirs: Iterable[Path]) -> Path | None:
     return None
 
 
+def variants_of(base: Allocator) -> list[Allocator]:
+    """The variants of an available allocator: its library, its environment plus theirs."""
+    if not base.available:
+        return []
+    return [Allocator(name, base.library, extra_env={**base.extra_env, **env}, variant_of=base.name)
+            for name, (of, env) in VARIANTS.items() if of == base.name]
+
+
 def discover(
     spec: str | None, build: Path, lib_dirs: list[Path] | None = None
 ) -> list[Allocator]:
     """The allocators named by `spec` ("a,b,name=/path/lib.so"; None means all known ones),
-    each marked available or not with the reason."""
+    each marked available or not with the reason. A variant's name in `spec` stands for its
+    base, which brings the variant along (`with_variants`)."""
     lib_dirs = system_lib_dirs() if lib_dirs is None else lib_dirs
     items = [s.strip() for s in spec.split(",") if s.strip()] if spec else list(DEFAULT_ORDER)
     found: list[Allocator] = []
     seen: set[str] = set()
     for item in items:
+        item = VARIANTS[item][0] if item in VARIANTS else item
         if "=" in item:
             name, _, path = item.partition("=")
             name, lib = name.strip(), Path(path.strip()).expanduser()
@@ -102,3 +119,8 @@ def discover(
         seen.add(alloc.name)
         found.append(alloc)
     return found
+
+
+def with_variants(allocators: list[Allocator]) -> list[Allocator]:
+    """The allocators, each available one followed by its variants."""
+    return [v for a in allocators for v in [a] + variants_of(a)]

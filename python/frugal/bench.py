@@ -11,7 +11,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
-from .allocators import Allocator, discover
+from .allocators import Allocator, discover, with_variants
 from .experiments import EXPERIMENTS, Experiment
-from .lab import FRUGAL, FAIL, Context, ExpResult, Verdict, scores
+from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
 from .runner import Cell, Job, Sample, launcher_of, measure, plan, probe, run_jobs
 
 TIMEOUTS = {"smoke": 60.0, "quick": 300.0, "full": 6 * 3600.0}
@@ -39,11 +39,21 @@ class LabRun:
     raw: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
     verdicts: dict[str, list[Verdict]] = field(default_factory=dict)
     scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    ledger: dict[str, dict[str, Any]] = field(default_factory=dict)  # ledger_cost per experiment
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def measured(self) -> list[str]:
         return [a.name for a in self.allocators if a.available]
+
+    @property
+    def competitors(self) -> list[str]:
+        """The measured allocators that the summary and the verdicts compare: not variants."""
+        return [a.name for a in self.allocators if a.available and not a.variant_of]
+
+    @property
+    def variants(self) -> list[str]:
+        return [a.name for a in self.allocators if a.available and a.variant_of]
 
     def all_verdicts(self) -> list[Verdict]:
         return [v for e in self.experiments for v in self.verdicts.get(e.name, [])]
@@ -62,6 +72,7 @@ class LabRun:
                     "params": e.params(self.ctx),
                     "summary": self.results[e.name].to_json() if e.name in self.results else None,
                     "scores": self.scores.get(e.name, {}),
+                    "ledger": self.ledger.get(e.name),
                     "verdicts": [v.to_json() for v in self.verdicts.get(e.name, [])],
                     "raw": self.raw.get(e.name, {}),
                 }
@@ -95,8 +106,8 @@ def collect(lab: LabRun, outcomes: dict[tuple[str, str, str], list[tuple[int, Sa
     """Reduce every run to metrics, then to medians per allocator and cell; judge."""
     names = lab.measured
     for exp in lab.experiments:
-        res = ExpResult(exp.name, names, [c.key for c in cells[exp.name]],
-                        info={c.key: dict(c.info) for c in cells[exp.name]})
+        res = ExpResult(exp.name, lab.competitors, [c.key for c in cells[exp.name]],
+                        info={c.key: dict(c.info) for c in cells[exp.name]}, variants=lab.variants)
         raw: dict[str, dict[str, list[dict]]] = {}
         for a in names:
             res.med[a], res.spread[a], res.series[a], res.errors[a] = {}, {}, {}, {}
@@ -127,8 +138,18 @@ def collect(lab: LabRun, outcomes: dict[tuple[str, str, str], list[tuple[int, Sa
                 del res.med[a]
         lab.results[exp.name] = res
         lab.raw[exp.name] = raw
-        lab.verdicts[exp.name] = exp.verdicts(res, lab.ctx)
-        lab.scores[exp.name] = scores(res, exp.scored_cells(res))
+        judge(lab, exp, res)
+
+
+def judge(lab: LabRun, exp: Experiment, res: ExpResult) -> None:
+    """The experiment's verdicts and scores; with the ledger variant measured, also what the
+    ledger costs on the timed (scored) cells, and its verdict."""
+    timed = exp.scored_cells(res)
+    lab.verdicts[exp.name] = exp.verdicts(res, lab.ctx)
+    lab.scores[exp.name] = scores(res, timed)
+    if LEDGER in res.variants:
+        lab.ledger[exp.name] = ledger_cost(res, timed)
+        lab.verdicts[exp.name].append(ledger_verdict(res, timed, lab.ledger[exp.name]))
 
 
 def machine_info() -> dict[str, Any]:
@@ -163,7 +184,7 @@ def run_lab(
     if missing:
         raise FileNotFoundError(f"workloads not built in {bench_dir}: {', '.join(missing)} (run `make`)")
     started = time.time()
-    allocators = discover(alloc_spec, build)
+    allocators = with_variants(discover(alloc_spec, build))
     for a in allocators:
         if a.available:
             problem = probe(a, bench_dir)
@@ -178,8 +199,7 @@ def run_lab(
         raise RuntimeError("no allocator available to measure")
     active = [a for a in allocators if a.available]
     cells = {e.name: e.cells(ctx) for e in exps}
-    timeout = TIMEOUTS[mode]
-    all_cells = [Cell(**{**c.__dict__, "timeout": timeout}) for e in exps for c in cells[e.name]]
+    all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx)]
     serial, parallel = plan(all_cells, active)
     outcomes: dict[tuple[str, str, str], list[tuple[int, Sample]]] = {}
 
@@ -216,9 +236,16 @@ def run_lab(
         "context": {"mode": ctx.mode, "cores": ctx.cores, "decay_ms": ctx.decay_ms,
                     "decay_source": ctx.decay_source, "repetitions": ctx.reps},
         "allocators": [{"name": a.name, "library": str(a.library) if a.library else None,
-                        "available": a.available, "reason": a.reason} for a in allocators],
+                        "available": a.available, "reason": a.reason, "variant_of": a.variant_of,
+                        "env": a.extra_env} for a in allocators],
     }
     return lab
+
+
+def runnable(exp: Experiment, cells: list[Cell], ctx: Context) -> list[Cell]:
+    """The experiment's cells with the mode's timeout, marked where its variants run."""
+    picked = set(exp.variant_cells(ctx))
+    return [replace(c, timeout=TIMEOUTS[ctx.mode], variants=c.key in picked) for c in cells]
 
 
 def parallel_workers(jobs: Sequence[Job]) -> int:
@@ -238,15 +265,17 @@ def ratio_text(v: float) -> str:
 
 
 def summary_rows(lab: LabRun) -> list[list[str]]:
-    """Per experiment: each allocator's time and peak RSS as a ratio to the best of the others,
-    and frugal's verdicts."""
+    """Per experiment: each competitor's time and peak RSS as a ratio to the best of the others,
+    frugal+ledger's time over frugal's when it was measured, and frugal's verdicts."""
     rows = []
     for e in lab.experiments:
         sc = lab.scores.get(e.name, {})
         cells = []
-        for a in lab.measured:
+        for a in lab.competitors:
             s = sc.get(a)
             cells.append(f"{ratio_text(s['time_ratio'])} / {ratio_text(s['rss_ratio'])}" if s else "failed")
+        if LEDGER in lab.variants:
+            cells.append(ratio_text(lab.ledger.get(e.name, {}).get("ratio", math.nan)))
         vs = lab.verdicts.get(e.name, [])
         passed = sum(v.status == "pass" for v in vs)
         judged = sum(v.status != "n/a" for v in vs)

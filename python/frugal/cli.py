@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
                        help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
     bench.add_argument("--allocators", metavar="LIST",
-                       help="comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal, or name=/path/lib.so "
+                       help="comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal (which brings frugal+ledger), "
+                            "or name=/path/lib.so "
                             "(default: all known ones; missing ones are skipped)")
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
@@ -58,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    from .bench import run_lab, summary_rows, write_json
-    from .report import write_reports
+    from .bench import run_lab, write_json
+    from .report import summary_note, summary_table, write_reports
 
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
     if unknown:
@@ -76,13 +77,12 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     write_json(lab, args.out / "results.json")
     write_reports(lab, args.out)
 
-    table = Table(title=f"Summary: time / peak RSS as a ratio to the best other allocator (< 1.00 wins) — "
-                        f"{lab.meta['duration_s']:.0f} s", title_justify="left")
-    table.add_column("experiment")
-    for a in lab.measured:
-        table.add_column(a, justify="right")
-    table.add_column("frugal verdicts", justify="right")
-    for row in summary_rows(lab):
+    head, rows = summary_table(lab)
+    table = Table(title=f"Summary — {lab.meta['duration_s']:.0f} s", caption=summary_note(lab),
+                  title_justify="left", caption_justify="left")
+    for i, h in enumerate(head):
+        table.add_column(h, justify="left" if i == 0 else "right")
+    for row in rows:
         table.add_row(*row)
     console.print(table)
     for v in lab.all_verdicts():

@@ -121,6 +121,21 @@ class Experiment:
         """The cells whose time and RSS make the summary line."""
         return list(res.cells)
 
+    def variant_cells(self, ctx: Context) -> list[str]:
+        """The timed cells also run under the variants (frugal+ledger: the ledger's price). In
+        full mode, all; else `variant_subset`'s: on every timed cell the ledger added ~23 s to
+        quick mode (173 s in all with five allocators, 2-core VM, 2026-11-22), the subsets ~5 s."""
+        timed = [c.key for c in self.cells(ctx) if not c.parallel]
+        if ctx.mode == "full":
+            return timed
+        subset = set(self.variant_subset(ctx))
+        return [k for k in timed if k in subset]
+
+    def variant_subset(self, ctx: Context) -> list[str]:
+        """A representative few of the timed cells, for quick and smoke modes; by default all
+        (bufcache's five runs take 0.1 s each)."""
+        return [c.key for c in self.cells(ctx)]
+
     def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
         raise NotImplementedError
 
@@ -266,6 +281,11 @@ class Fifo(Experiment):
             m["ns_per_byte"] = m["ns_per_item"] / cell.info["size"]
         return m, {"round_s": [v / 1e9 for v in ns]}
 
+    def variant_subset(self, ctx: Context) -> list[str]:
+        # Every size class family once (small, page-sized, big, the large-block path) and the
+        # STL entries that allocate most per item; the -32 series repeats the same paths.
+        return [f"pow2/{s}" for s in (32, 256, 4 * KiB, 64 * KiB, 1 * MiB)] + ["stl/list/3"]
+
     def c_cells(self, res: ExpResult, series: str | None = None) -> list[str]:
         return [c for c in res.cells if res.info.get(c, {}).get("kind") == "c"
                 and (series is None or res.info[c]["series"] == series)]
@@ -389,6 +409,11 @@ class Bigbuf(Experiment):
         })
         return m, {}
 
+    def variant_subset(self, ctx: Context) -> list[str]:
+        # `touched` at every size: a program's ordinary use of a big block; a few mallocs per
+        # iteration, so the other variants would only repeat its answer.
+        return [f"touched/{b // MiB}" for b in BIG_SIZES]
+
     def cells_of(self, res: ExpResult, variant: str) -> list[str]:
         return sorted([c for c in res.cells if res.info.get(c, {}).get("variant") == variant],
                       key=lambda c: res.info[c]["size"])
@@ -497,6 +522,13 @@ class Threads(Experiment):
                 if n >= 2:
                     add("cross", size, n)
         return cells
+
+    def variant_subset(self, ctx: Context) -> list[str]:
+        # One thread, and every size at N = cores (where the scaling verdict looks; smoke stops
+        # at 2 threads), plus cross-thread frees; the seed's locked designs add nothing new.
+        n = min(ctx.cores, max(thread_counts(ctx)))
+        return [self.cell("malloc", 128, 1)] + [self.cell("malloc", s, n) for s in THREAD_SIZES] + [
+            self.cell("cross", 1 * KiB, n)]
 
     def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
         rec = next((r for r in s.records if "wall_ns" in r), {})

@@ -11,6 +11,9 @@ from typing import Any
 from . import stats
 
 FRUGAL = "frugal"
+LEDGER = "frugal+ledger"  # frugal with the ledger on (allocators.VARIANTS)
+# Issue #4: with the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
+LEDGER_MAX = 1.10
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MiB = 1 << 20
 
@@ -47,7 +50,9 @@ Metrics = dict[str, float]
 class ExpResult:
     """One experiment's results. `med[alloc][cell][metric]` is the median over repetitions,
     `spread` the same shape; `series[alloc][cell][name]` holds curves from one representative
-    run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order."""
+    run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order and holds the
+    competitors only: `variants` (frugal+ledger) have medians and errors too, on the cells they
+    ran, but no verdict, score, table or plot compares them with the others."""
 
     name: str
     allocators: list[str]
@@ -57,6 +62,7 @@ class ExpResult:
     series: dict[str, dict[str, dict[str, list]]] = field(default_factory=dict)
     errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     info: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell -> its parameters
+    variants: list[str] = field(default_factory=list)
 
     def m(self, alloc: str, cell: str, metric: str) -> float:
         v = self.med.get(alloc, {}).get(cell, {}).get(metric)
@@ -76,6 +82,7 @@ class ExpResult:
     def to_json(self) -> dict:
         return {
             "allocators": self.allocators,
+            "variants": self.variants,
             "cells": self.cells,
             "info": self.info,
             "median": self.med,
@@ -130,3 +137,30 @@ def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:
             best = min((o[k] for o in others if not math.isnan(o[k])), default=math.nan)
             out[a][f"{k}_ratio"] = v[k] / best if best and not math.isnan(best) else math.nan
     return out
+
+
+def ledger_cost(res: ExpResult, cells: list[str]) -> dict[str, Any]:
+    """frugal+ledger's median wall time over frugal's, per cell of `cells` that both measured,
+    and their geometric mean: the summary's time metric, so the two read side by side."""
+    per_cell = {c: res.m(LEDGER, c, "wall") / res.m(FRUGAL, c, "wall") for c in cells}
+    per_cell = {c: r for c, r in per_cell.items() if not math.isnan(r)}
+    return {"variant": LEDGER, "base": FRUGAL, "metric": "wall", "max": LEDGER_MAX,
+            "ratio": stats.geomean(per_cell.values()), "per_cell": per_cell}
+
+
+def ledger_verdict(res: ExpResult, cells: list[str], cost: dict[str, Any]) -> Verdict:
+    """Issue #4's "ledger on: ≤ 10 % slower" on one experiment, from `ledger_cost`'s result."""
+    name = f"ledger on / off: frugal+ledger's time ≤ {LEDGER_MAX:.2f} × frugal's"
+    gate = frugal_gate(res, res.name, name, cells)
+    if gate:
+        return gate
+    bad = res.failed_cells(LEDGER, cells)
+    if bad:
+        return Verdict(res.name, name, FAIL, f"frugal+ledger failed in {bad[0]}: {res.first_error(LEDGER, bad[0])}")
+    per_cell, ratio = cost["per_cell"], cost["ratio"]
+    if not per_cell:
+        return Verdict(res.name, name, NA, "no cell was measured with the ledger on and off")
+    worst = max(per_cell, key=per_cell.__getitem__)
+    detail = (f"{ratio:.2f}× (geometric mean over {len(per_cell)} cells; "
+              f"slowest: {worst} {per_cell[worst]:.2f}×)")
+    return Verdict(res.name, name, PASS if ratio <= LEDGER_MAX else FAIL, detail)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from .experiments import Experiment, Table
+from .lab import FRUGAL, LEDGER, LEDGER_MAX
 from .plots import plot
 
 if TYPE_CHECKING:
@@ -74,7 +76,34 @@ def meta_lines(lab: "LabRun") -> list[str]:
 def summary_table(lab: "LabRun") -> tuple[list[str], list[list[str]]]:
     from .bench import summary_rows
 
-    return ["experiment"] + lab.measured + ["frugal verdicts"], summary_rows(lab)
+    ledger = ["ledger"] if LEDGER in lab.variants else []
+    return ["experiment"] + lab.competitors + ledger + ["frugal verdicts"], summary_rows(lab)
+
+
+def summary_note(lab: "LabRun") -> str:
+    """What the summary table's numbers are."""
+    note = ("Time and peak RSS of each allocator as a ratio to the best of the others "
+            "(geometric mean over the experiment's cells; < 1.00 wins).")
+    if LEDGER in lab.variants:
+        note += (f" ledger: frugal's time with the ledger on ({LEDGER}: FRUGAL_STATS_FILE=/dev/null) over "
+                 f"its time with it off (issue #4: ≤ {LEDGER_MAX:.2f}), on the cells listed in the "
+                 f"experiment's section (every timed cell in full mode, a representative few "
+                 f"otherwise), interleaved with the other runs; it competes with no one.")
+    return note
+
+
+def report_tables(lab: "LabRun", exp: Experiment) -> list[Table]:
+    """An experiment's own tables, then what the ledger cost on each of its cells."""
+    res = lab.results.get(exp.name)
+    if res is None:
+        return []
+    tables = exp.tables(res, lab.ctx)
+    cost = lab.ledger.get(exp.name)
+    if cost and cost["per_cell"]:
+        rows = [[c, f"{res.m(FRUGAL, c, 'wall'):.3f}", f"{res.m(LEDGER, c, 'wall'):.3f}", f"{r:.2f}"]
+                for c, r in cost["per_cell"].items()]
+        tables.append(("Ledger on / off: median wall time (s) per cell", ["cell", FRUGAL, LEDGER, "on / off"], rows))
+    return tables
 
 
 def errors_of(lab: "LabRun", name: str) -> list[str]:
@@ -109,22 +138,18 @@ def markdown(lab: "LabRun", images: dict[str, Path]) -> str:
     parts = ["# frugal seed lab", ""]
     parts += [f"{line}  " for line in meta_lines(lab)]
     head, rows = summary_table(lab)
-    parts += ["", "## Summary", "",
-              "Time and peak RSS of each allocator as a ratio to the best of the others "
-              "(geometric mean over the experiment's cells; < 1.00 wins).", "",
+    parts += ["", "## Summary", "", summary_note(lab), "",
               tabulate(rows, head, tablefmt="github"), "", "### frugal's verdicts", ""]
     for v in lab.all_verdicts():
         parts.append(f"- **{BADGE[v.status]}** {v.experiment}: {v.name} — {v.detail}")
     for i, e in enumerate(lab.experiments, 1):
-        res = lab.results.get(e.name)
         parts += ["", f"## {i}. {e.name} — {e.title} (seed {e.seed})", "", e.about, ""]
         parts += [f"- {k}: {param_text(v)}" for k, v in e.params(lab.ctx).items()]
         parts += [""] + [f"- **{BADGE[v.status]}** {v.name} — {v.detail}" for v in lab.verdicts.get(e.name, [])]
         if e.name in images:
             parts += ["", f"![{e.name}]({images[e.name].name})"]
-        if res is not None:
-            for caption, head, rows in e.tables(res, lab.ctx):
-                parts += ["", f"**{caption}**", "", tabulate(rows, head, tablefmt="github")]
+        for caption, head, rows in report_tables(lab, e):
+            parts += ["", f"**{caption}**", "", tabulate(rows, head, tablefmt="github")]
         errs = errors_of(lab, e.name)
         if errs:
             parts += ["", "**Failed runs**", ""] + [f"- `{x[:300]}`" for x in errs[:20]]
@@ -154,15 +179,13 @@ def html_page(lab: "LabRun", images: dict[str, Path]) -> str:
         "<!doctype html><html><head><meta charset='utf-8'><title>frugal seed lab</title>",
         f"<style>{CSS}</style></head><body>",
         f"<header><h1>frugal seed lab</h1>{meta}</header><main>",
-        "<section><h2>Summary</h2><p class='note'>Time and peak RSS of each allocator as a ratio to the "
-        "best of the others (geometric mean over the experiment's cells; &lt; 1.00 wins).</p>",
+        f"<section><h2>Summary</h2><p class='note'>{html.escape(summary_note(lab))}</p>",
         table_html(head, rows),
-        "<h3>frugal's verdicts (LAB.md)</h3>",
+        "<h3>frugal's verdicts (LAB.md; the ledger's price: issue #4)</h3>",
         verdict_html(lab.all_verdicts()),
         "</section>",
     ]
     for i, e in enumerate(lab.experiments, 1):
-        res = lab.results.get(e.name)
         params = " · ".join(f"{html.escape(k)}: <code>{html.escape(param_text(v))}</code>"
                             for k, v in e.params(lab.ctx).items())
         parts += [f"<section><h2>{i}. {html.escape(e.name)} — {html.escape(e.title)} "
@@ -171,9 +194,8 @@ def html_page(lab: "LabRun", images: dict[str, Path]) -> str:
                   verdict_html(lab.verdicts.get(e.name, []))]
         if e.name in images:
             parts.append(f"<img src='{html.escape(images[e.name].name)}' alt='{html.escape(e.name)} plot'>")
-        if res is not None:
-            for caption, thead, trows in e.tables(res, lab.ctx):
-                parts += [f"<h3>{html.escape(caption)}</h3>", table_html(thead, trows)]
+        for caption, thead, trows in report_tables(lab, e):
+            parts += [f"<h3>{html.escape(caption)}</h3>", table_html(thead, trows)]
         errs = errors_of(lab, e.name)
         if errs:
             parts += ["<h3>Failed runs</h3>"] + [f"<div class='err'>{html.escape(x[:300])}</div>" for x in errs[:20]]

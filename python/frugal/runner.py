@@ -24,7 +24,8 @@ from .allocators import Allocator
 @dataclass(frozen=True)
 class Cell:
     """One command line of one experiment. `parallel` cells measure memory only (not time),
-    so they may run side by side with each other in a phase of their own."""
+    so they may run side by side with each other in a phase of their own. `variants` cells run
+    under the allocators' variants too (frugal+ledger), to price an option in time."""
 
     experiment: str
     key: str
@@ -33,6 +34,7 @@ class Cell:
     reps: int
     parallel: bool = False
     timeout: float = 900.0
+    variants: bool = False
     info: dict = field(default_factory=dict, hash=False, compare=False)
 
 
@@ -173,7 +175,8 @@ Reducer = Callable[[Cell, Sample], dict]
 
 
 def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[Job], list[Job]]:
-    """The interleaved order of the serial jobs, and the jobs of the parallel phase."""
+    """The interleaved order of the serial jobs, and the jobs of the parallel phase. Variants
+    run only the cells marked for them, interleaved with the rest like any allocator."""
     serial: list[Job] = []
     parallel: list[Job] = []
     max_reps = max((c.reps for c in cells), default=0)
@@ -183,6 +186,8 @@ def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[J
                 continue
             k = (rep + i) % len(allocators) if allocators else 0
             for alloc in list(allocators[k:]) + list(allocators[:k]):
+                if alloc.variant_of and not cell.variants:
+                    continue
                 (parallel if cell.parallel else serial).append((rep, cell, alloc))
     return serial, parallel
 

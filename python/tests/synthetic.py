@@ -13,11 +13,13 @@ Metrics = dict[str, float]
 
 
 def make(name: str, allocators: list[str], metrics: Callable[[str, dict, str], Metrics],
-         ctx: Context = CTX) -> ExpResult:
+         ctx: Context = CTX, variants: tuple[str, ...] = ()) -> ExpResult:
+    """`variants` (e.g. frugal+ledger) get metrics on every cell too, outside `allocators`."""
     exp = EXPERIMENTS[name]
     cells = exp.cells(ctx)
-    res = ExpResult(name, allocators, [c.key for c in cells], info={c.key: dict(c.info) for c in cells})
-    for a in allocators:
+    res = ExpResult(name, allocators, [c.key for c in cells], info={c.key: dict(c.info) for c in cells},
+                    variants=list(variants))
+    for a in allocators + list(variants):
         res.med[a] = {}
         res.errors[a] = {}
         res.series[a] = {}

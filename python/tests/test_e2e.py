@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from frugal.allocators import discover, find_library, system_lib_dirs
+from frugal.lab import FRUGAL, LEDGER
 
 
 def test_smoke_run(build: Path, tmp_path: Path) -> None:
@@ -35,12 +36,14 @@ def test_smoke_run(build: Path, tmp_path: Path) -> None:
         summary = exp["summary"]
         assert set(summary["median"]) == set(measured), name
         for a in measured:
-            if a == "frugal":
+            if a in (FRUGAL, LEDGER):
                 continue  # frugal may still be under construction; its failures are verdicts
             assert not any(summary["errors"][a].values()), (name, a, summary["errors"][a])
         assert (out / f"{name}.png").is_file()
         if "frugal" not in measured:
             assert all(v["status"] == "n/a" for v in exp["verdicts"])
+        if LEDGER in measured:  # the ledger's price is measured and judged
+            assert exp["ledger"]["per_cell"] and exp["verdicts"][-1]["name"].startswith("ledger on / off")
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert "Summary" in proc.stdout
     # Seed 1's process is deterministic: glibc's rand(), never seeded.
