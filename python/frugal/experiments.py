@@ -541,6 +541,11 @@ class Threads(Experiment):
     def cell(self, variant: str, size: int, n: int) -> str:
         return f"{variant}/{size}/{n}"
 
+    def reference(self, res: ExpResult) -> str:
+        """Whose 1-thread malloc time the others are relative to: glibc, as in the seed's chart,
+        or the first allocator measured when glibc was left out (--allocators)."""
+        return next((a for a in ["glibc", *res.allocators] if res.has(a)), "glibc")
+
     def counts(self, res: ExpResult, variant: str, size: int) -> list[int]:
         return sorted(res.info[c]["threads"] for c in res.cells
                       if res.info.get(c, {}).get("variant") == variant and res.info[c]["size"] == size)
@@ -595,10 +600,11 @@ class Threads(Experiment):
 
     def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
         tables: list[Table] = []
-        base = {s: res.m("glibc", self.cell("malloc", s, 1), "time") for s in THREAD_SIZES}
-        for variant, caption in (("malloc", "malloc/free: time (s), speedup against 1 thread, time relative to glibc at 1 thread"),
-                                 ("global-mutex", "Seed's X allocator (global mutex) over each allocator: time (s) / relative to glibc malloc at 1 thread"),
-                                 ("mutex-array", "Seed's pooled X allocator (mutex per thread id): time (s) / relative to glibc malloc at 1 thread")):
+        ref = self.reference(res)
+        base = {s: res.m(ref, self.cell("malloc", s, 1), "time") for s in THREAD_SIZES}
+        for variant, caption in (("malloc", f"malloc/free: time (s), speedup against 1 thread, time relative to {ref} at 1 thread"),
+                                 ("global-mutex", f"Seed's X allocator (global mutex) over each allocator: time (s) / relative to {ref} malloc at 1 thread"),
+                                 ("mutex-array", f"Seed's pooled X allocator (mutex per thread id): time (s) / relative to {ref} malloc at 1 thread")):
             rows = []
             for size in THREAD_SIZES:
                 for n in self.counts(res, variant, size):

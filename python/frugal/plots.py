@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import matplotlib
 
@@ -39,8 +39,18 @@ def style() -> None:
                          "axes.titleweight": "bold", "legend.fontsize": 8, "legend.frameon": False})
 
 
+def log_scale(ax: Axes, axis: str, **kw: Any) -> None:
+    """Log-scale `axis` ("x" or "y") if the panel holds a positive value on it. Without one (an
+    allocator left out or failed everywhere, a missing reference) matplotlib finds no log tick
+    and tight_layout raises, so the axis stays linear and the panel says why it is empty."""
+    if math.isfinite(ax.dataLim.minposx if axis == "x" else ax.dataLim.minposy):
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log", **kw)
+    elif not ax.texts:
+        ax.text(0.5, 0.5, "no positive value measured", transform=ax.transAxes, ha="center", va="center", color="gray")
+
+
 def size_axis(ax: Axes) -> None:
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(v) if v >= 1 else ""))
 
 
@@ -105,7 +115,7 @@ def plot_fifo(res: ExpResult, ctx: Context, path: Path) -> None:
             ax.plot(xs, ys, ls, marker="o", ms=3, color=colour(a, res.allocators), lw=width(a),
                     label=a if series == "pow2" else None)
     size_axis(ax)
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_ylabel("ns per byte (median round)")
     ax.set_title("ns per byte against size (solid: 2ⁿ, dashed: 2ⁿ − 32)")
     ax.legend()
@@ -149,7 +159,7 @@ def plot_bigbuf(res: ExpResult, ctx: Context, path: Path) -> None:
             xs, ys = finite([res.info[c]["size"] for c in cells], [res.m(a, c, "outside_cpu_us_per_mib") for c in cells])
             ax.plot(xs, ys, ":", marker="x", ms=4, color=colour(a, res.allocators), lw=1)
         size_axis(ax)
-        ax.set_yscale("log", nonpositive="mask")
+        log_scale(ax, "y", nonpositive="mask")
         ax.set_title(f"{variant}: µs per MiB per iteration")
         ax.set_ylabel("inside (solid), outside user+sys (dotted)")
     ax = axes.flat[4]
@@ -180,30 +190,31 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
             ax.plot(xs, ys, marker="o", ms=4, color=colour(a, res.allocators), lw=width(a), label=a)
         if ns:
             ax.plot(ns, [min(n, ctx.cores) for n in ns], color="black", ls=":", lw=1, label="perfect")
-        ax.set_xscale("log", base=2)
+        log_scale(ax, "x", base=2)
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.set_title(f"{size_label(size)}: speedup against 1 thread")
         ax.set_xlabel("threads")
     ax = axes[1][0]
     size = 1024
-    base = res.m("glibc", exp.cell("malloc", size, 1), "time")
+    ref = exp.reference(res)
+    base = res.m(ref, exp.cell("malloc", size, 1), "time")
     for a in res.allocators:
         for variant, ls in (("malloc", "-"), ("mutex-array", "--"), ("global-mutex", ":")):
             ns = exp.counts(res, variant, size)
             xs, ys = finite(ns, [res.m(a, exp.cell(variant, size, n), "time") / base for n in ns])
             ax.plot(xs, ys, ls, marker="o", ms=3, color=colour(a, res.allocators), lw=width(a) * 0.8)
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     ns = exp.counts(res, "malloc", size)
     ax.set_xticks(ns, [str(n) for n in ns])
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set_title("1 KiB, seed's chart: time / glibc at 1 thread\n(solid malloc, dashed mutex-array, dotted global-mutex)")
+    ax.set_title(f"1 KiB, seed's chart: time / {ref} at 1 thread\n(solid malloc, dashed mutex-array, dotted global-mutex)")
     ax.set_xlabel("threads")
     ax = axes[1][1]
     cells = [c for c in res.cells if res.info[c]["variant"] == "cross"]
     labels = [f"{size_label(res.info[c]['size'])}\nN={res.info[c]['threads']}" for c in cells]
     grouped_bars(ax, labels, res.allocators, lambda a, k: res.m(a, cells[k], "throughput") / 1e6)
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_title("cross-thread: million objects per second")
     ax = axes[1][2]
     top = max(exp.counts(res, "malloc", THREAD_SIZES[0]) or [1])

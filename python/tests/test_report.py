@@ -1,16 +1,21 @@
 """Report writing on synthetic results: the plots exist, every image the HTML and Markdown
-reference exists, results.json is valid JSON, and the verdicts appear."""
+reference exists, results.json is valid JSON, and the verdicts appear; also with glibc left
+out of --allocators and with nothing measured at all."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
+
+import pytest
 
 from frugal.allocators import Allocator
 from frugal.bench import LabRun, summary_rows, write_json
 from frugal.experiments import EXPERIMENTS
 from frugal.lab import scores
+from frugal.plots import plot
 from frugal.report import write_reports
 
 from synthetic import CTX, make
@@ -20,23 +25,23 @@ METRICS = {"bufcache": bufcache_metrics(True), "fifo": fifo_metrics(False), "big
            "threads": threads_metrics(True)}
 
 
-def synthetic_lab() -> LabRun:
-    lab = LabRun(CTX, [Allocator(a, None) for a in ALLOCS], list(EXPERIMENTS.values()))
+def synthetic_lab(allocs: tuple[str, ...] = tuple(ALLOCS)) -> LabRun:
+    lab = LabRun(CTX, [Allocator(a, None) for a in allocs], list(EXPERIMENTS.values()))
     for name, exp in EXPERIMENTS.items():
-        res = make(name, ALLOCS, METRICS[name])
+        res = make(name, list(allocs), METRICS[name])
         if name == "bufcache":
-            for a in ALLOCS:
+            for a in allocs:
                 for c in res.cells:
                     res.series[a][c] = {"step": [0, 1000, 2000], "efficiency": [1.0, 0.9, 0.95]}
         if name == "fifo":
-            for a in ALLOCS:
+            for a in allocs:
                 for c in res.cells:
                     res.series[a][c] = {"round_s": [0.1, 0.1, 0.11, 0.1]}
         lab.results[name] = res
         lab.verdicts[name] = exp.verdicts(res, CTX)
         lab.scores[name] = scores(res, exp.scored_cells(res))
     lab.meta = {"mode": "quick", "started": "now", "duration_s": 1.0, "machine": {"cores": 2},
-                "allocators": [{"name": a, "library": None, "available": True, "reason": ""} for a in ALLOCS]}
+                "allocators": [{"name": a, "library": None, "available": True, "reason": ""} for a in allocs]}
     return lab
 
 
@@ -66,3 +71,23 @@ def test_results_json_and_summary(tmp_path: Path) -> None:
     assert [r[0] for r in rows] == list(EXPERIMENTS)
     assert all(len(r) == len(ALLOCS) + 2 for r in rows)
     assert rows[1][-1] == "0/3 pass" and rows[0][-1] == "3/3 pass"
+
+
+@pytest.mark.parametrize("allocs", [("frugal",), ("mimalloc", "frugal")])
+def test_reports_without_glibc(tmp_path: Path, allocs: tuple[str, ...]) -> None:
+    """Seed 4's times relative to glibc fall back to the first allocator, and say so."""
+    images = write_reports(synthetic_lab(allocs), tmp_path)
+    assert set(images) == set(EXPERIMENTS)
+    for p in images.values():
+        assert p.is_file() and p.stat().st_size > 10_000, p
+    assert f"time relative to {allocs[0]} at 1 thread" in (tmp_path / "report.md").read_text()
+    print(allocs, "->", sorted(p.name for p in images.values()))
+
+
+def test_plots_with_nothing_measured(tmp_path: Path) -> None:
+    """Every run failed: the log-scaled panels have no positive value, the PNGs are still written."""
+    for name in EXPERIMENTS:
+        path = tmp_path / f"{name}.png"
+        plot(name, make(name, ["frugal"], lambda a, info, key: {"maxrss": math.nan}), CTX, path)
+        assert path.is_file() and path.stat().st_size > 10_000, path
+    print("written:", sorted(p.name for p in tmp_path.iterdir()))
