@@ -14,6 +14,10 @@ static inline void *page_pop(fg_page_t *page) {
   return b;
 }
 
+/* Its page's used word has FG_USED_SLOW set: on a page in a direct-table entry, only the
+ * ledger's flag can be (full pages leave their queue). */
+static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->used < 0; }
+
 /* Any size, through the class queues rather than the direct table (which stays empty while
  * the hooks are on, see page.c's set_direct). */
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
@@ -47,8 +51,7 @@ static fg_noinline void *malloc_hooked(size_t size) {
   return p;
 }
 
-/* fg_malloc's misses. With the hooks on every call lands here, as the direct table is
- * empty: the hook flag costs the fast path nothing. */
+/* fg_malloc's misses: with every call hooked, all of them (the direct table is empty). */
 static fg_noinline void *malloc_small_miss(fg_heap_t *heap, size_t size) {
   if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
   return _fg_heap_alloc_slow(heap, size);
@@ -58,11 +61,23 @@ static fg_noinline void *malloc_big(fg_heap_t *heap, size_t size) {
   return malloc_generic(heap, size);
 }
 
+/* The ledger counts this page: count the block inline. Out of line, so that fg_malloc keeps
+ * its registers when the ledger is off. (malloc(0) never comes here, see page.c's
+ * set_direct: its histogram bucket is not its class's.) */
+static fg_noinline void *malloc_counted(fg_heap_t *heap, size_t size, fg_page_t *page, void *b) {
+  _fg_ledger_count_alloc(&heap->ledger, page, b, size);
+  return b;
+}
+
 fg_export void *fg_malloc(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(page->free != NULL)) return page_pop(page);
+    if (fg_likely(page->free != NULL)) {
+      void *b = page_pop(page);
+      if (fg_unlikely(page_counted(page))) return malloc_counted(heap, size, page, b);
+      return b;
+    }
     return malloc_small_miss(heap, size);
   }
   return malloc_big(heap, size);

@@ -30,16 +30,11 @@ static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p
   return b;
 }
 
-/* The fast path's test: a carved block start that does not look freed. */
-static inline bool block_plain(const fg_page_t *page, const void *p) {
-  size_t idx = _fg_block_index(page, (size_t)((const uint8_t *)p - page->start));
-  return fg_likely(idx < page->capacity) && fg_likely(!looks_freed(page, p));
-}
-
-/* The same checks as fg_free's fast path; the slow half sorts out aligned interior pointers
- * and names the misuse. */
+/* The same checks as fg_free's fast path (a carved block start that does not look freed);
+ * the slow half sorts out aligned interior pointers and names the misuse. */
 static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
-  if (block_plain(page, p)) return (fg_block_t *)p;
+  size_t idx = _fg_block_index(page, (size_t)((const uint8_t *)p - page->start));
+  if (fg_likely(idx < page->capacity) && fg_likely(!looks_freed(page, p))) return (fg_block_t *)p;
   return block_checked_slow(page, p);
 }
 
@@ -62,10 +57,13 @@ static inline bool wrong_size(size_t size, size_t usable) { return size > usable
 /* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
  * puts the page back in service. Never a lock. */
-static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool sized, size_t size) {
+static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool sized, size_t size,
+                                    bool count) {
+  count = count && _fg_ledger_fast; /* see free_ours */
   if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (sized && wrong_size(size, _fg_large_usable(s, p))) _fg_misuse("wrong size in sized free", p);
+    if (count) _fg_ledger_free(p);
     _fg_large_free(s, p);
     return;
   }
@@ -73,6 +71,13 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   if (heap == NULL) _fg_misuse("double free", p);
   fg_block_t *b = block_checked(page, p);
   if (sized && wrong_size(size, page->block_size)) _fg_misuse("wrong size in sized free", p);
+  if (count) { /* into this thread's ledger: a plain block inline, anything else by the hook */
+    fg_heap_t *me = _fg_heap();
+    if (me != &_fg_heap_empty && page->requested != NULL && (void *)b == p)
+      _fg_ledger_count_free(&me->ledger, page, _fg_block_index(page, (size_t)((uint8_t *)b - page->start)));
+    else
+      _fg_ledger_free(p);
+  }
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
   for (;;) {
     if (tf == FG_TF_FULL) {
@@ -99,58 +104,82 @@ static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a 
  * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
  * time was the miss on a cold block's link). Other threads' frees still wait on the page's
  * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page. */
-/* The page just became empty, or sits in the full list. The lone page of its class (no
- * neighbours: next == prev == NULL) stays, see _fg_heap_page_retire; only every 16th time
- * does the heap look at the clock, so a malloc/free loop of one block stays cheap. */
-static fg_noinline void page_freed_into(fg_page_t *page) {
-  if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
-  if (page->used == 0 && (page->next != page->prev || (++page->heap->ticks & 15) == 0))
-    _fg_heap_page_retire(page);
+/* The page just became empty. The lone page of its class (no neighbours: next == prev ==
+ * NULL) stays, see _fg_heap_page_retire; only every 16th time does the heap look at the
+ * clock, so a malloc/free loop of one block stays cheap. */
+static fg_noinline void page_emptied(fg_page_t *page) {
+  if (page->next != page->prev || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
 }
 
-static inline void push_local(fg_page_t *page, fg_block_t *b) {
+/* A free into a page flagged FG_USED_SLOW: it leaves the full list, and may now be empty;
+ * the ledger counts fg_free's own frees of block idx first. */
+static fg_noinline void page_unflag(fg_page_t *page) {
+  if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
+  if (_fg_page_used(page) == 0) page_emptied(page);
+}
+static fg_noinline void page_flagged_counted(fg_page_t *page, size_t idx) {
+  uint32_t used = page->used;
+  if (used & FG_USED_LEDGER) {
+    _fg_ledger_count_free(&page->heap->ledger, page, idx);
+    if (fg_likely((used & FG_USED_FULL) == 0 && (used & FG_USED_COUNT) != 0)) return;
+  }
+  page_unflag(page);
+}
+
+static inline void push_local(fg_page_t *page, fg_block_t *b, size_t idx, bool count) {
   b->next = _fg_encode(page, page->free);
   page->free = b;
-  if (fg_unlikely((int32_t)--page->used <= 0)) page_freed_into(page); /* empty, or full */
+  uint32_t used = --page->used;
+  if (fg_unlikely((int32_t)used <= 0)) { /* see FG_USED_SLOW */
+    if (used == 0)
+      page_emptied(page);
+    else if (count)
+      page_flagged_counted(page, idx);
+    else
+      page_unflag(page);
+  }
 }
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
-static fg_noinline void free_local_checked(fg_page_t *page, void *p) {
-  push_local(page, block_checked(page, p));
+static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
+  if (count && _fg_ledger_fast) _fg_ledger_free(p);   /* counts nothing for a misuse */
+  push_local(page, block_checked(page, p), 0, false); /* the hooks counted it */
 }
 
 static fg_noinline fg_cold void free_wrong_size(const void *p) { _fg_misuse("wrong size in sized free", p); }
 
-/* A pointer into one of our small or large segments (the segment map said so). */
-static inline void free_ours(void *p, bool sized, size_t size) {
+/* A pointer into one of our small or large segments (the segment map said so). `user`: from
+ * fg_free itself, which counts the ledger inline; the other ways in have counted already. */
+static inline void free_ours(void *p, bool sized, size_t size, bool user) {
   fg_segment_t *s = _fg_segment_of(p);
   fg_page_t *page = _fg_page_of(s, p);
   if (fg_unlikely(page->heap != _fg_heap())) {
-    free_remote(s, page, p, sized, size);
+    free_remote(s, page, p, sized, size, user);
     return;
   }
-  if (fg_unlikely(!block_plain(page, p))) {
-    free_local_checked(page, p);
+  size_t idx = _fg_block_index(page, (size_t)((uint8_t *)p - page->start));
+  if (fg_unlikely(idx >= page->capacity) || fg_unlikely(looks_freed(page, p))) {
+    free_local_checked(page, p, user);
     return;
   }
   if (sized && fg_unlikely(wrong_size(size, page->block_size))) free_wrong_size(p);
-  push_local(page, p);
+  push_local(page, p, idx, user);
 }
 
 void _fg_free_raw(void *p, bool sized, size_t size) {
   if (p == NULL) return;
   if (fg_unlikely(!_fg_segmap_contains(p))) free_foreign(p);
-  free_ours(p, sized, size);
+  free_ours(p, sized, size, false);
 }
 
 /* What the segment map did not mark plain: NULL, a foreign pointer, or any pointer while
- * the hooks are on. */
+ * every call is hooked. */
 static fg_noinline void free_unusual(void *p, bool sized, size_t size) {
   if (p == NULL) return;
   if (!_fg_segmap_contains(p)) free_foreign(p);
-  if (_fg_hooked) _fg_hook_free(p);
-  free_ours(p, sized, size);
+  _fg_hook_free(p);
+  free_ours(p, sized, size, false);
 }
 
 static inline void free_impl(void *p, bool sized, size_t size) {
@@ -158,7 +187,7 @@ static inline void free_impl(void *p, bool sized, size_t size) {
     free_unusual(p, sized, size);
     return;
   }
-  free_ours(p, sized, size);
+  free_ours(p, sized, size, true);
 }
 
 fg_export void fg_free(void *p) { free_impl(p, false, 0); }

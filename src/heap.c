@@ -98,21 +98,21 @@ static bool page_to_full(fg_heap_t *heap, fg_page_t *page) {
     return false; /* blocks came back meanwhile */
   _fg_queue_remove(heap, &heap->queues[page->class_idx], page);
   _fg_queue_push_back(heap, &heap->full, page);
-  page->used |= FG_USED_FULL;
+  _fg_page_flag(page, FG_USED_FULL, true);
   return true;
 }
 
 void _fg_heap_page_unfull(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
   atomic_fetch_and_explicit(&page->xthread_free, ~FG_TF_FULL, memory_order_acq_rel);
-  page->used &= ~FG_USED_FULL;
+  _fg_page_flag(page, FG_USED_FULL, false);
   _fg_queue_remove(heap, &heap->full, page);
   _fg_queue_push_back(heap, &heap->queues[page->class_idx], page);
 }
 
 static void page_release(fg_heap_t *heap, fg_page_t *page, bool purge_now) {
   _fg_queue_remove(heap, _fg_page_in_full(page) ? &heap->full : &heap->queues[page->class_idx], page);
-  page->used &= ~FG_USED_FULL;
+  _fg_page_flag(page, FG_USED_FULL, false);
   _fg_segment_page_free(page, purge_now);
 }
 
@@ -146,7 +146,7 @@ static void free_delayed(fg_heap_t *heap) {
     b->next = _fg_encode(page, page->local_free);
     page->local_free = b;
     if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
-    if (--page->used == 0) _fg_heap_page_retire(page);
+    if ((--page->used & FG_USED_COUNT) == 0) _fg_heap_page_retire(page);
     b = next;
   }
 }
@@ -235,7 +235,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
     for (fg_page_t *page = q->first, *next; page != NULL; page = next) {
       next = page->next;
       _fg_page_collect(page);
-      if (page->used != 0) {
+      if (_fg_page_used(page) != 0) {
         page->freed_at = 0;
         continue;
       }
@@ -346,10 +346,9 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
       !check_list(page, (fg_block_t *)(tf & ~FG_TF_FULL), &remote))
     return false;
-  if ((page->used & ~FG_USED_FULL) + count != page->capacity)
+  if (_fg_page_used(page) + count != page->capacity)
     return check_fail("page's used + free blocks != its capacity", page);
-  if (remote > (page->used & ~FG_USED_FULL))
-    return check_fail("more blocks freed by other threads than used", page);
+  if (remote > _fg_page_used(page)) return check_fail("more blocks freed by other threads than used", page);
   return true;
 }
 
@@ -369,7 +368,7 @@ fg_export bool fg_heap_check(void) {
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     if (!check_queue(heap, &heap->queues[c], c, false)) return false;
     fg_page_t *first = heap->queues[c].first;
-    if (first == NULL || _fg_hooked) first = &_fg_page_empty; /* see page.c's set_direct */
+    if (first == NULL || _fg_hooked_all) first = &_fg_page_empty; /* see page.c's set_direct */
     if (_fg_class_size(c) <= FG_DIRECT_MAX && heap->direct[_fg_class_size(c) / 8] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }

@@ -64,6 +64,7 @@ void _fg_process_init(void) {
   _fg_secure_init();
   _fg_stats_init();
   _fg_hooked = _fg_secure_on || _fg_ledger_active;
+  _fg_hooked_all = _fg_hooked && !_fg_ledger_fast;
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
@@ -73,13 +74,16 @@ static void fork_prepare(void) {
   _fg_heaps_lock();
   _fg_segment_lock_all();
   _fg_large_lock();
+  _fg_page_side_lock(true);
 }
 static void fork_parent(void) {
+  _fg_page_side_lock(false);
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(false);
 }
 static void fork_child(void) {
+  _fg_page_side_lock(false);
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(true);

@@ -52,9 +52,15 @@ extern _Atomic(uint64_t) _fg_counters[FG_C_COUNT];
 static inline void _fg_count(int c, uint64_t n) {
   atomic_fetch_add_explicit(&_fg_counters[c], n, memory_order_relaxed);
 }
-/* Owner-only counters: a relaxed load and store, no locked instruction. */
+/* Owner-only counters, read by other threads with relaxed loads: no locked instruction. On
+ * x86-64 one add to memory (an aligned 8-byte store is never torn); C11 atomics would need a
+ * load, an add and a store, which is most of the inline ledger's cost. */
 static inline void _fg_bump(_Atomic(uint64_t) *c, uint64_t n) {
+#if defined(__x86_64__)
+  __asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(n));
+#else
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+#endif
 }
 
 /* ---- os.c: the only file that talks to the kernel -------------------------------------- */
@@ -124,11 +130,19 @@ static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
   unsigned k = page->inv_shift;
   return (size_t)((x >> k) | (x << ((64 - k) & 63)));
 }
+static inline uint32_t _fg_page_used(const fg_page_t *page) { return page->used & FG_USED_COUNT; }
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
+/* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
+static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
+  uint32_t u = on ? page->used | flag : page->used & ~flag;
+  page->used = (u & (FG_USED_FULL | FG_USED_LEDGER)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
+}
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
+void _fg_page_side_array_drop(fg_page_t *page);           /* to the pool of side arrays */
+void _fg_page_side_lock(bool lock);                       /* fork: the pool's lock */
 /* The requested-size entry of block p (hooked paths only); NULL if p is no block start. */
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create);
 void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
@@ -136,7 +150,13 @@ void _fg_queue_push_back(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 
 /* ---- sizeclass.c -------------------------------------------------------------------------- */
-size_t _fg_class_of(size_t size); /* size <= FG_CLASS_MAX */
+/* The class of a request; the formula goes on past FG_CLASS_MAX (the ledger's histogram
+ * buckets continue it). */
+static inline size_t _fg_class_of(size_t size) {
+  if (size <= 128) return size <= 8 ? 0 : (size - 1) >> 3;
+  size_t k = 63 - (size_t)__builtin_clzl(size - 1); /* 2^k < size <= 2^(k+1), k >= 7 */
+  return FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
+}
 size_t _fg_class_size(size_t class_idx);
 fg_segment_kind_t _fg_class_kind(size_t class_idx);
 
@@ -167,9 +187,11 @@ void _fg_large_lock(void);
 void _fg_large_unlock(void);
 
 /* ---- alloc.c / free.c: the API without the hooks (the hooked paths call these) ------------ */
-/* Set once at process start when the ledger or secure mode is on: every entry point then
- * takes its hooked path (one predictable branch when off). */
-extern bool _fg_hooked;
+/* Set once at process start. _fg_hooked (the ledger or secure mode on): every entry point
+ * but the malloc/free fast paths takes its hooked path, after one predictable branch.
+ * _fg_hooked_all (secure mode, or leak stacks): malloc and free too; they need no test of
+ * their own, as the direct table stays empty and the segment map says FG_SEGMAP_HOOKED. */
+extern bool _fg_hooked, _fg_hooked_all;
 void *_fg_malloc_raw(size_t size);
 void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
@@ -194,6 +216,31 @@ extern bool _fg_ledger_active;
 void _fg_stats_start(void); /* from the library constructor: loads the unwinder for leaks */
 void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
+/* The ledger on, secure mode and leak stacks off: fg_malloc and fg_free count inline (their
+ * pages carry side arrays from the start); the other entry points take the hooks. */
+extern bool _fg_ledger_fast;
+
+/* Count block b of `page`, handed out for `size` (not 0), into ledger l: the block's
+ * side-array entry and two adds. stats.c derives the rest when merging: the handed-out bytes
+ * (class size times count) and the histogram (a request of class c falls in bucket c + 1;
+ * the hooks count the others as corrections). */
+static inline void _fg_ledger_count_alloc(fg_ledger_t *l, fg_page_t *page, void *b, size_t size) {
+  size_t c = page->class_idx;
+  page->requested[_fg_block_index(page, (uintptr_t)b - (uintptr_t)page->start)] = (uint32_t)size + 1;
+  _fg_bump(&l->classes[c][FG_F_allocations], 1);
+  _fg_bump(&l->classes[c][FG_F_bytes_requested], size);
+}
+
+/* Count the free of block idx of `page` into ledger l. */
+static inline void _fg_ledger_count_free(fg_ledger_t *l, fg_page_t *page, size_t idx) {
+  uint32_t stored = page->requested[idx];
+  if (stored == 0) return; /* from before the ledger, or a double free: free() judges */
+  page->requested[idx] = 0;
+  size_t c = page->class_idx;
+  _fg_bump(&l->classes[c][FG_F_frees], 1);
+  _fg_bump(&l->classes[c][FG_F_freed_requested], stored - 1);
+}
+
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */

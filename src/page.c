@@ -6,6 +6,70 @@
  * direct-table entries point at). */
 #include "internal.h"
 
+/* ---- side arrays: the requested size of each block (ledger, secure mode) ------------------ */
+
+/* Arrays come and go with their segments, and a FIFO empties and refills segments every
+ * round: an mmap and a munmap per page cost the inline ledger a third of its time in the
+ * 32 B FIFO. Freed arrays wait in a pool by their size in OS pages (1 to 8: a 64 KiB page of
+ * 8 B blocks needs 32 KiB), already committed, up to SIDE_POOL_MAX bytes. */
+#define SIDE_SIZES 9
+#define SIDE_POOL_MAX ((size_t)64 << 20)
+typedef struct side_free_s {
+  struct side_free_s *next;
+} side_free_t;
+static fg_lock_t side_lock;
+static side_free_t *side_pool[SIDE_SIZES];
+static size_t side_pool_bytes;
+
+static size_t side_pages(uint32_t entries) {
+  return fg_align_up(entries * sizeof(uint32_t), FG_OS_PAGE) / FG_OS_PAGE;
+}
+
+static bool side_array(fg_page_t *page) {
+  if (page->requested != NULL) return true;
+  size_t pages = side_pages(page->reserved);
+  side_free_t *a = NULL;
+  if (pages < SIDE_SIZES) {
+    _fg_lock(&side_lock);
+    if ((a = side_pool[pages]) != NULL) {
+      side_pool[pages] = a->next;
+      side_pool_bytes -= pages * FG_OS_PAGE;
+    }
+    _fg_unlock(&side_lock);
+  }
+  if (a == NULL) a = _fg_os_alloc_aligned(pages * FG_OS_PAGE, FG_OS_PAGE);
+  if (a == NULL) return false;
+  page->requested = (uint32_t *)a;
+  page->requested_cap = (uint32_t)(pages * FG_OS_PAGE / sizeof(uint32_t));
+  return true;
+}
+
+void _fg_page_side_array_drop(fg_page_t *page) {
+  if (page->requested == NULL) return;
+  size_t pages = side_pages(page->requested_cap);
+  side_free_t *a = (side_free_t *)page->requested;
+  page->requested = NULL;
+  page->requested_cap = 0;
+  _fg_lock(&side_lock);
+  bool keep = pages < SIDE_SIZES && side_pool_bytes + pages * FG_OS_PAGE <= SIDE_POOL_MAX;
+  if (keep) {
+    a->next = side_pool[pages];
+    side_pool[pages] = a;
+    side_pool_bytes += pages * FG_OS_PAGE;
+  }
+  _fg_unlock(&side_lock);
+  if (!keep) _fg_os_free(a, pages * FG_OS_PAGE);
+}
+
+void _fg_page_side_lock(bool lock) {
+  if (lock)
+    _fg_lock(&side_lock);
+  else
+    _fg_unlock(&side_lock);
+}
+
+/* ---- pages ------------------------------------------------------------------------------------ */
+
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   fg_segment_t *s = _fg_segment_of(page);
   size_t bsize = _fg_class_size(class_idx);
@@ -15,8 +79,12 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->block_size = bsize;
   page->class_idx = (uint8_t)class_idx;
   page->reserved = (uint32_t)(area / bsize);
+  if (page->requested_cap < page->reserved) _fg_page_side_array_drop(page); /* kept, too small */
+  /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is
+   * made now (without memory for one, the page's blocks go uncounted at both ends). */
+  bool counted = _fg_ledger_fast && side_array(page);
   page->capacity = 0;
-  page->used = 0;
+  page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : 0;
   unsigned k = (unsigned)__builtin_ctzl(bsize);
   uint64_t odd = bsize >> k, inv = odd; /* Newton's iteration: each step doubles the bits */
   for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
@@ -107,26 +175,22 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   size_t idx = _fg_block_index(page, off);
   if (idx >= page->capacity) idx = off / page->block_size; /* aligned interior, or beyond */
   if (idx >= page->capacity) return NULL;
-  if (page->requested == NULL || page->requested_cap < page->reserved) {
-    if (!create) return NULL;
-    if (page->requested != NULL) _fg_os_free(page->requested, page->requested_cap * sizeof(uint32_t));
-    page->requested = _fg_os_alloc_aligned(page->reserved * sizeof(uint32_t), FG_OS_PAGE);
-    page->requested_cap = page->requested != NULL ? page->reserved : 0;
-    if (page->requested == NULL) return NULL;
-  }
+  if (page->requested == NULL && (!create || !side_array(page))) return NULL;
   return &page->requested[idx];
 }
 
 /* ---- page queues --------------------------------------------------------------------------- */
 
-/* With the hooks on (ledger, secure mode) the direct table stays empty: every fg_malloc then
- * misses into its hooked path, and the fast path needs no test of its own for them. */
+/* With every call hooked (secure mode, leak stacks) the direct table stays empty: every
+ * fg_malloc then misses into its hooked path, and the fast path needs no test for it. */
 static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
-  if (q == &heap->full || _fg_hooked) return;
+  if (q == &heap->full || _fg_hooked_all) return;
   size_t c = (size_t)(q - heap->queues);
   size_t hi = _fg_class_size(c);
   if (hi > FG_DIRECT_MAX) return;
-  size_t lo = c == 0 ? 0 : (_fg_class_size(c - 1) + 8) / 8; /* first word count of the class */
+  /* The first word count of the class; with the inline ledger, malloc(0) (word 0) misses to
+   * the hooks, which count it in histogram bucket 0. */
+  size_t lo = c == 0 ? (_fg_ledger_fast ? 1 : 0) : (_fg_class_size(c - 1) + 8) / 8;
   fg_page_t *target = first != NULL ? first : &_fg_page_empty;
   for (size_t w = lo; w <= hi / 8; w++) heap->direct[w] = target;
 }

@@ -11,7 +11,7 @@
 
 #include <sys/mman.h>
 
-bool _fg_hooked;
+bool _fg_hooked, _fg_hooked_all;
 bool _fg_secure_on;
 static uint8_t canary_byte, fill_byte;
 static uint64_t fill_word;

@@ -13,8 +13,8 @@ _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 void _fg_segmap_set(const void *segment, bool on) {
   uintptr_t i = (uintptr_t)segment >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
-  /* _fg_hooked is set by process init, before the first segment is mapped. */
-  uint8_t v = !on ? 0 : _fg_hooked ? FG_SEGMAP_HOOKED : FG_SEGMAP_PLAIN;
+  /* _fg_hooked_all is set by process init, before the first segment is mapped. */
+  uint8_t v = !on ? 0 : _fg_hooked_all ? FG_SEGMAP_HOOKED : FG_SEGMAP_PLAIN;
   atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 
@@ -137,11 +137,7 @@ static void segment_unlink(fg_heap_t *heap, fg_segment_t *s) {
 /* An empty segment leaves its heap for the shared cache (or the OS). */
 static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   segment_unlink(heap, s);
-  for (size_t i = 0; i < s->page_count; i++) { /* the hooked paths' side arrays */
-    if (s->pages[i].requested == NULL) continue;
-    _fg_os_free(s->pages[i].requested, s->pages[i].requested_cap * sizeof(uint32_t));
-    s->pages[i].requested = NULL;
-  }
+  for (size_t i = 0; i < s->page_count; i++) _fg_page_side_array_drop(&s->pages[i]);
   /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO rounds);
    * an exited thread's is given back whole: one madvise, not one per page. */
   if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);

@@ -2,14 +2,9 @@
  * up to FG_CLASS_MAX (512 KiB). The step above 128 B is 1/8 of the doubling's lower bound, so
  * a block is at most 12.5 % bigger than the request (jemalloc and mimalloc allow 20-25 %):
  * seed 1's "bound the waste a cache hands out", applied to every block. Computed with a few
- * bit operations rather than a table, so the fast path reads no extra cache line. */
+ * bit operations rather than a table, so the fast path reads no extra cache line
+ * (_fg_class_of is inline, in internal.h). */
 #include "internal.h"
-
-size_t _fg_class_of(size_t size) {
-  if (size <= 128) return size <= 8 ? 0 : (size - 1) >> 3;
-  size_t k = 63 - (size_t)__builtin_clzl(size - 1); /* 2^k < size <= 2^(k+1), k >= 7 */
-  return FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
-}
 
 size_t _fg_class_size(size_t c) {
   if (c < FG_CLASS_LINEAR) return (c + 1) * 8;

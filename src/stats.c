@@ -31,10 +31,11 @@ static uint64_t start_ms;
 
 /* ---- histogram buckets: 0, then 8-byte steps to 128, then 8 per doubling ----------------- */
 
+/* A request's bucket is its size class + 1 (the class formula continues past the largest
+ * class): the inline ledger path counts it from the page's class without recomputing. */
 static size_t bucket_of(size_t size) {
-  if (size <= 128) return (size + 7) / 8;
-  size_t k = 63 - (size_t)__builtin_clzl(size - 1);
-  size_t b = 17 + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
+  if (size == 0) return 0;
+  size_t b = _fg_class_of(size) + 1;
   return b < FG_STATS_HIST_BUCKETS ? b : FG_STATS_HIST_BUCKETS - 1;
 }
 
@@ -75,27 +76,29 @@ static bool locate(const void *p, block_loc_t *loc, bool create) {
 /* The calling thread's ledger; NULL means "count into the shared orphan ledger". */
 static fg_ledger_t *thread_ledger(void) {
   fg_heap_t *heap = _fg_heap();
-  if (fg_likely(heap->ledger != NULL)) return heap->ledger;
-  if (heap == &_fg_heap_empty) return NULL;
-  heap->ledger = _fg_os_alloc_aligned(sizeof(fg_ledger_t), FG_OS_PAGE);
-  return heap->ledger;
+  return heap != &_fg_heap_empty ? &heap->ledger : NULL;
 }
 
-/* One row's three counters and the histogram; owner-only stores, or atomic adds into the
- * orphan ledger for threads without a heap. */
-static inline void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, size_t bucket) {
-  if (fg_likely(l != NULL)) {
-    _fg_bump(&l->classes[row][f0], 1);
-    _fg_bump(&l->classes[row][f0 + 1], v0);
-    _fg_bump(&l->classes[row][f0 + 2], v1);
-    if (bucket != SIZE_MAX) _fg_bump(&l->histogram[bucket], 1);
-    return;
-  }
-  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 1], v0, memory_order_relaxed);
-  atomic_fetch_add_explicit(&orphan_ledger.classes[row][f0 + 2], v1, memory_order_relaxed);
-  if (bucket != SIZE_MAX)
-    atomic_fetch_add_explicit(&orphan_ledger.histogram[bucket], 1, memory_order_relaxed);
+/* Add n to a counter: owner-only in a thread's ledger, atomically in the orphan ledger of
+ * threads without a heap (l == NULL). */
+static inline void add(fg_ledger_t *l, _Atomic(uint64_t) *counter, uint64_t n) {
+  if (fg_likely(l != NULL))
+    _fg_bump(counter, n);
+  else
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+/* One row's counters, and for an allocation its histogram bucket. What the merge derives is
+ * not stored: small rows' handed-out bytes, and the bucket of a small request, class + 1
+ * (another bucket is counted with a correction of -1 at class + 1; see merge_ledger). */
+static void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, size_t bucket) {
+  fg_ledger_t *to = l != NULL ? l : &orphan_ledger;
+  add(l, &to->classes[row][f0], 1);
+  add(l, &to->classes[row][f0 + 1], v0);
+  if (row == FG_CLASS_COUNT) add(l, &to->classes[row][f0 + 2], v1);
+  if (bucket == SIZE_MAX || bucket == row + 1) return;
+  add(l, &to->histogram[bucket], 1);
+  if (row < FG_CLASS_COUNT) add(l, &to->histogram[row + 1], (uint64_t)-1);
 }
 
 /* ---- leaks: a call stack per live block ------------------------------------------------------ */
@@ -229,6 +232,9 @@ static void leak_forget(void *p) {
 
 /* ---- recording ---------------------------------------------------------------------------------- */
 
+/* Peaks and the timeline are sampled from the hooks (every 64 events they count): the inline
+ * counts of fg_malloc/fg_free stay three adds, and any program that keeps allocating
+ * leaves the fast paths often (a page runs dry every few KiB of new blocks). */
 static void maybe_sample(void);
 
 /* The field list keeps each pair of counters in this order, so one helper counts both ends. */
@@ -275,6 +281,8 @@ static void merge_ledger(fg_stats_t *out, fg_ledger_t *l) {
   }
   for (size_t b = 0; b < FG_STATS_HIST_BUCKETS; b++)
     out->histogram[b] += atomic_load_explicit(&l->histogram[b], memory_order_relaxed);
+  for (size_t r = 0; r < FG_CLASS_COUNT; r++) /* see count() */
+    out->histogram[r + 1] += atomic_load_explicit(&l->classes[r][FG_F_allocations], memory_order_relaxed);
 }
 
 static void merge_heap(fg_heap_t *heap, void *arg) {
@@ -282,7 +290,7 @@ static void merge_heap(fg_heap_t *heap, void *arg) {
 #define FG_X(name, help) out->name += atomic_load_explicit(&heap->counts[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  if (heap->ledger != NULL) merge_ledger(out, heap->ledger);
+  if (_fg_ledger_active) merge_ledger(out, &heap->ledger);
 }
 
 static uint64_t read_rss(void) {
@@ -317,12 +325,17 @@ fg_export void fg_stats_get(fg_stats_t *out) {
 #undef FG_X
   _fg_heaps_foreach(merge_heap, out);
   merge_ledger(out, &orphan_ledger);
+  for (size_t r = 0; r < FG_CLASS_COUNT; r++) { /* every block of a class has its size */
+    fg_stats_class_t *c = &out->classes[r];
+    c->block_size = _fg_class_size(r);
+    c->bytes_handed_out = c->allocations * c->block_size;
+    c->freed_handed_out = c->frees * c->block_size;
+  }
   uint64_t req, handed;
   live_totals(out, &req, &handed);
   pthread_mutex_lock(&stats_lock);
   for (size_t r = 0; r < FG_STATS_CLASSES; r++) {
     fg_stats_class_t *c = &out->classes[r];
-    c->block_size = r < FG_CLASS_COUNT ? _fg_class_size(r) : 0;
     uint64_t live = c->allocations - c->frees;
     if (live > peak_blocks[r]) peak_blocks[r] = live;
     c->peak_live_blocks = peak_blocks[r];
@@ -765,7 +778,7 @@ fg_export bool fg_stats_write(const char *path) {
 
 fg_export void fg_stats_print(void) { report_to_fd(2, false); }
 
-bool _fg_ledger_active;
+bool _fg_ledger_active, _fg_ledger_fast;
 
 /* From the library constructor, not from inside the first malloc: dlopen allocates. Blocks
  * allocated before it (by other constructors) have no stack and are not in the leak report. */
@@ -786,6 +799,7 @@ void _fg_stats_start(void) {
 void _fg_stats_init(void) {
   leaks_on = _fg_option(FG_OPTION_LEAKS) != 0;
   _fg_ledger_active = leaks_on || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0;
+  _fg_ledger_fast = _fg_ledger_active && !leaks_on && !_fg_secure_on; /* secure_init ran */
   long interval = _fg_option(FG_OPTION_STATS_INTERVAL_MS);
   timeline_on = interval > 0;
   sample_ms = interval > 0 ? (uint64_t)interval : 100;

@@ -31,11 +31,14 @@ enum {
 #undef FG_X
       FG_F_COUNT
 };
+_Static_assert(FG_F_COUNT <= 8, "fg_ledger_t's rows hold 8 counters");
 
-/* A thread's ledger: written only by its thread (relaxed load + store, no atomic RMW),
- * read by anyone merging. Allocated when the ledger is on and the thread first counts. */
+/* A thread's ledger, inside its heap: written only by its thread (one add to memory, no
+ * atomic read-modify-write), read by anyone merging; untouched, so never committed, while
+ * the ledger is off. */
 typedef struct fg_ledger_s {
-  _Atomic(uint64_t) classes[FG_STATS_CLASSES][FG_F_COUNT];
+  /* Rows of 8 counters (64 bytes): the inline ledger finds a class's row with one shift. */
+  _Atomic(uint64_t) classes[FG_STATS_CLASSES][8];
   _Atomic(uint64_t) histogram[FG_STATS_HIST_BUCKETS];
   uint32_t events; /* since the last look at the sampling clock */
 } fg_ledger_t;
@@ -86,21 +89,28 @@ struct fg_heap_s;
  * telling such threads that the page sits in its heap's full list, so the first of them must
  * hand its block to the heap's delayed list instead (which wakes the page up). */
 #define FG_TF_FULL ((uintptr_t)1)
-#define FG_USED_FULL ((uint32_t)1 << 31) /* see fg_page_t.used */
+/* fg_page_t.used: the count of blocks in use, and flags above it. SLOW, the sign bit, is set
+ * while FULL (the page sits in its heap's full list) or LEDGER (the inline ledger counts its
+ * blocks) is: malloc's increment and free's decrement then test one sign each, and the
+ * fast paths pay nothing for either case when neither holds. */
+#define FG_USED_SLOW ((uint32_t)1 << 31)
+#define FG_USED_FULL ((uint32_t)1 << 30)
+#define FG_USED_LEDGER ((uint32_t)1 << 29)
+#define FG_USED_COUNT (FG_USED_LEDGER - 1)
 
 /* 128 bytes (aligned): finding a page from a pointer is then a shift, not a multiply. */
 _Static_assert(sizeof(void *) == 8, "frugal's page layout assumes 64-bit pointers");
 typedef struct __attribute__((aligned(128))) fg_page_s {
   /* First cache line: all that malloc and a local free touch. */
-  fg_block_t *free;       /* blocks to allocate from */
-  uintptr_t key;          /* free-list encoding key (top bit set: never a user pointer) */
-  uint8_t *start;         /* first block */
-  fg_block_t *local_free; /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
+  fg_block_t *free; /* blocks to allocate from */
+  uintptr_t key;    /* free-list encoding key (top bit set: never a user pointer) */
+  uint8_t *start;   /* first block */
+  /* Ledger and secure mode: requested size + 1 per block (0: unknown), else NULL. In the
+   * first line: malloc and free test it to count the ledger inline. */
+  uint32_t *requested;
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
   uint64_t inv;           /* odd part of block_size, inverted mod 2^64: see _fg_block_index */
-  /* Blocks handed out and not yet freed back to this page, | FG_USED_FULL while the page
-   * sits in its heap's full list: a local free then tests both with one signed compare. */
-  uint32_t used;
+  uint32_t used;          /* blocks handed out and not yet freed back to this page | FG_USED_ flags */
   /* Blocks carved so far. Atomic because other threads bound-check their frees against it
    * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
    * pays a locked add. */
@@ -116,8 +126,8 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   _Atomic(uintptr_t) xthread_free;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
-  uint32_t *requested;           /* hooked only: requested size + 1 per block (0: unknown) */
-  uint32_t requested_cap;        /* entries in `requested`; kept with the slot for reuse */
+  fg_block_t *local_free; /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
+  uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, purged) == 64, "malloc/free's fields fill the first line");
 
@@ -155,9 +165,9 @@ typedef struct fg_heap_s {
   uint64_t decay_at;                    /* ms: next decay pass */
   uint32_t ticks;                       /* slow-path events since the last clock read */
   _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
-  fg_ledger_t *ledger;                  /* NULL until the ledger counts for this heap */
   bool owned;                           /* a live thread uses it */
   struct fg_heap_s *next_abandoned, *next_all;
+  fg_ledger_t ledger;
 } fg_heap_t;
 
 #endif
