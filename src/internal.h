@@ -87,22 +87,25 @@ extern _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 static inline fg_segment_t *_fg_segment_of(const void *p) {
   return (fg_segment_t *)((uintptr_t)p & ~(uintptr_t)FG_SEGMENT_MASK);
 }
-/* A segment's byte is FG_SEGMAP_PLAIN, or FG_SEGMAP_HOOKED when the ledger or secure mode
- * is on: free() then sends every pointer that is not plainly ours (NULL, foreign, hooked) to
- * one slow path with a single compare. */
-#define FG_SEGMAP_PLAIN 1
-#define FG_SEGMAP_HOOKED 2
+/* A segment's byte is 0 (no segment), or its page shift (1..63), | FG_SEGMAP_HOOKED while
+ * every call is hooked. free() reads the page shift from it rather than from the header, and
+ * sends every pointer that is not plainly ours (NULL, foreign, hooked) to one slow path with
+ * a single signed test. */
+#define FG_SEGMAP_HOOKED 0x80
 static inline uint8_t _fg_segmap_byte(const void *p) {
   uintptr_t i = (uintptr_t)p >> FG_SEGMENT_SHIFT;
   if (fg_unlikely(i >= FG_SEGMAP_SIZE)) return 0;
   return atomic_load_explicit(&_fg_segmap[i], memory_order_relaxed);
 }
 static inline bool _fg_segmap_contains(const void *p) { return _fg_segmap_byte(p) != 0; }
-void _fg_segmap_set(const void *segment, bool on);
-static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
+void _fg_segmap_set(const fg_segment_t *s, bool on);
+static inline fg_page_t *_fg_page_at(fg_segment_t *s, const void *p, unsigned page_shift) {
   /* fg_page_t is 128 bytes: the slot's byte offset is a shift, and one add finds it. */
-  uintptr_t slot = ((uintptr_t)p & FG_SEGMENT_MASK) >> s->page_shift;
+  uintptr_t slot = ((uintptr_t)p & FG_SEGMENT_MASK) >> page_shift;
   return (fg_page_t *)((uintptr_t)s->pages + slot * sizeof(fg_page_t));
+}
+static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
+  return _fg_page_at(s, p, s->page_shift);
 }
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
 void _fg_segment_page_free(fg_page_t *page, bool purge_now);
@@ -190,7 +193,7 @@ void _fg_large_unlock(void);
 /* Set once at process start. _fg_hooked (the ledger or secure mode on): every entry point
  * but the malloc/free fast paths takes its hooked path, after one predictable branch.
  * _fg_hooked_all (secure mode, or leak stacks): malloc and free too; they need no test of
- * their own, as the direct table stays empty and the segment map says FG_SEGMAP_HOOKED. */
+ * their own, as the direct table stays empty and the segment map has FG_SEGMAP_HOOKED. */
 extern bool _fg_hooked, _fg_hooked_all;
 void *_fg_malloc_raw(size_t size);
 void *_fg_calloc_raw(size_t count, size_t size);

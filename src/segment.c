@@ -10,11 +10,11 @@
 
 _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 
-void _fg_segmap_set(const void *segment, bool on) {
-  uintptr_t i = (uintptr_t)segment >> FG_SEGMENT_SHIFT;
+void _fg_segmap_set(const fg_segment_t *s, bool on) {
+  uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
   /* _fg_hooked_all is set by process init, before the first segment is mapped. */
-  uint8_t v = !on ? 0 : _fg_hooked_all ? FG_SEGMAP_HOOKED : FG_SEGMAP_PLAIN;
+  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all ? FG_SEGMAP_HOOKED : 0);
   atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 
@@ -106,7 +106,6 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
     s = _fg_os_alloc_aligned(FG_SEGMENT_SIZE, FG_SEGMENT_SIZE);
     if (s == NULL) return NULL;
     s->mapped = FG_SEGMENT_SIZE;
-    _fg_segmap_set(s, true);
     _fg_secure_guard_mapping(s, FG_SEGMENT_SIZE);
   }
   _fg_count(fresh ? FG_C_segment_cache_misses : FG_C_segment_cache_hits, 1);
@@ -118,6 +117,7 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   s->kind = (uint8_t)kind;
   s->page_shift = kind_shift[kind];
   s->page_count = (uint16_t)count;
+  _fg_segmap_set(s, true); /* with its page shift, which a cached segment may change */
   s->heap = heap;
   s->next = heap->segments[kind];
   if (s->next != NULL) s->next->prev = s;
@@ -241,7 +241,7 @@ fg_segment_t *_fg_segment_map_large(size_t size) {
   if (s == NULL) return NULL;
   s->cookie = (uintptr_t)s ^ _fg_secret;
   s->kind = FG_SEG_LARGE;
-  s->page_shift = 63; /* every interior offset maps to pages[0] */
+  s->page_shift = FG_SEGMENT_SHIFT; /* every offset within the first 4 MiB maps to pages[0] */
   s->page_count = 1;
   s->mapped = fg_align_up(size, FG_OS_PAGE);
   _fg_segmap_set(s, true);
