@@ -23,7 +23,7 @@ static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->u
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   if (fg_likely(size <= FG_CLASS_MAX)) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
-    if (fg_likely(page != NULL && page->free != NULL)) return page_pop(page);
+    if (fg_likely(page != NULL && !_fg_nil(page->free))) return page_pop(page);
     return _fg_heap_alloc_slow(heap, size);
   }
   return _fg_large_alloc(size, 0, false);
@@ -34,7 +34,7 @@ static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(page->free != NULL)) return page_pop(page);
+    if (fg_likely(!_fg_nil(page->free))) return page_pop(page);
   }
   return malloc_generic(heap, size);
 }
@@ -73,7 +73,7 @@ fg_export void *fg_malloc(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(page->free != NULL)) {
+    if (fg_likely(!_fg_nil(page->free))) {
       void *b = page_pop(page);
       if (fg_unlikely(page_counted(page))) return malloc_counted(heap, size, page, b);
       return b;

@@ -11,11 +11,11 @@
 
 #include <errno.h>
 
-/* A freed block's first word, decoded, is NULL or a block of the same segment. Live data
- * almost never looks like that, and a fresh block has it zeroed (see page_pop). */
+/* A freed block's first word, decoded, is an address in its own segment: the next block or
+ * the list's end (see _fg_nil). Live data almost never looks like that, and a fresh block
+ * has it zeroed (see page_pop; the key's top bit is set). */
 static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) {
-  uintptr_t link = b->next ^ page->key;
-  return fg_unlikely((link ^ (uintptr_t)b) < FG_SEGMENT_SIZE) || fg_unlikely(link == 0);
+  return fg_unlikely(((b->next ^ page->key ^ (uintptr_t)b) >> FG_SEGMENT_SHIFT) == 0);
 }
 
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
@@ -91,7 +91,8 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
                                                       memory_order_relaxed));
       return;
     }
-    b->next = _fg_encode(page, (void *)(tf & ~FG_TF_FULL));
+    fg_block_t *next = (fg_block_t *)(tf & ~FG_TF_FULL);
+    b->next = _fg_encode(page, next != NULL ? next : _fg_list_end(page));
     if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b, memory_order_release,
                                               memory_order_relaxed))
       return;

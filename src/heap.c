@@ -178,7 +178,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   while (page != NULL) {
     fg_page_t *next = page->next;
     _fg_page_collect(page);
-    if (page->free != NULL || _fg_page_extend(page)) {
+    if (!_fg_nil(page->free) || _fg_page_extend(page)) {
       if (page != q->first) {
         _fg_queue_remove(heap, q, page);
         _fg_queue_push_front(heap, q, page);
@@ -187,7 +187,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     }
     if (!page_to_full(heap, page)) {
       _fg_page_collect(page);
-      if (page->free != NULL) return page; /* it stays where it is: fine */
+      if (!_fg_nil(page->free)) return page; /* it stays where it is: fine */
     }
     page = next;
   }
@@ -228,7 +228,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
   for (fg_page_t *page = heap->full.first, *next; page != NULL; page = next) {
     next = page->next;
     _fg_page_collect(page);
-    if (page->free != NULL) _fg_heap_page_unfull(page);
+    if (!_fg_nil(page->free)) _fg_heap_page_unfull(page);
   }
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     fg_page_queue_t *q = &heap->queues[c];
@@ -324,7 +324,7 @@ static bool check_fail(const char *what, const void *where) {
 
 /* Count a page's free list, checking each link lands on a block start of the page. */
 static bool check_list(const fg_page_t *page, const fg_block_t *b, uint32_t *count) {
-  for (; b != NULL; b = _fg_decode(page, b->next)) {
+  for (; !_fg_nil(b); b = _fg_decode(page, b->next)) {
     size_t off = (size_t)((const uint8_t *)b - page->start);
     if ((const uint8_t *)b < page->start || off % page->block_size != 0 ||
         off / page->block_size >= page->capacity)

@@ -120,6 +120,13 @@ void _fg_segment_unlock_all(void);
 
 /* ---- page.c: one page's free lists and the heap's page queues ---------------------------- */
 static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) { return (uintptr_t)p ^ page->key; }
+/* A page's free lists end at its segment's base address rather than NULL: every freed block's
+ * link then decodes into its own segment, which free()'s double-free check tests with one
+ * shift. "Nil" is either (the empty static page's lists are NULL). */
+static inline bool _fg_nil(const void *b) { return ((uintptr_t)b & FG_SEGMENT_MASK) == 0; }
+static inline fg_block_t *_fg_list_end(const fg_page_t *page) {
+  return (fg_block_t *)((uintptr_t)page & ~(uintptr_t)FG_SEGMENT_MASK);
+}
 static inline fg_block_t *_fg_decode(const fg_page_t *page, uintptr_t v) {
   return (fg_block_t *)(v ^ page->key);
 }

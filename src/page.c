@@ -91,7 +91,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->inv = inv;
   page->inv_shift = (uint8_t)k;
   page->key = (heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u)) | ((uintptr_t)1 << 63);
-  page->free = page->local_free = NULL;
+  page->free = page->local_free = _fg_list_end(page);
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
   page->purged = 0;
@@ -131,9 +131,9 @@ bool _fg_page_extend(fg_page_t *page) {
 /* Move frees into `free`: the owner's, and what other threads pushed (one atomic exchange
  * that keeps the full bit). */
 void _fg_page_collect(fg_page_t *page) {
-  if (page->local_free != NULL && page->free == NULL) {
+  if (!_fg_nil(page->local_free) && _fg_nil(page->free)) {
     page->free = page->local_free;
-    page->local_free = NULL;
+    page->local_free = _fg_list_end(page);
   }
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
   if ((tf & ~FG_TF_FULL) == 0) return;
@@ -142,7 +142,7 @@ void _fg_page_collect(fg_page_t *page) {
   }
   fg_block_t *head = (fg_block_t *)(tf & ~FG_TF_FULL), *tail = head;
   uint32_t count = 1;
-  for (fg_block_t *n; (n = _fg_decode(page, tail->next)) != NULL; tail = n) {
+  for (fg_block_t *n; !_fg_nil(n = _fg_decode(page, tail->next)); tail = n) {
     if (fg_unlikely(count > page->capacity)) _fg_misuse("corrupted thread-free list in page", page);
     count++;
   }
@@ -153,7 +153,7 @@ void _fg_page_collect(fg_page_t *page) {
 
 static bool list_holds(const fg_page_t *page, const fg_block_t *list, const void *b) {
   uint32_t n = 0;
-  for (; list != NULL && n <= page->capacity; list = _fg_decode(page, list->next), n++)
+  for (; !_fg_nil(list) && n <= page->capacity; list = _fg_decode(page, list->next), n++)
     if (list == b) return true;
   return false;
 }
