@@ -8,7 +8,10 @@
 
 static inline void *page_pop(fg_page_t *page) {
   fg_block_t *b = page->free;
-  page->free = _fg_decode(page, b->next);
+  fg_block_t *next = _fg_decode(page, b->next);
+  /* The next pop reads next's link: after another thread's frees, from that thread's cache. */
+  __builtin_prefetch(next);
+  page->free = next;
   b->next = 0; /* a fresh block must not look freed to the double-free check */
   page->used++;
   return b;

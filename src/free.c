@@ -93,6 +93,7 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
     }
     fg_block_t *next = (fg_block_t *)(tf & ~FG_TF_FULL);
     b->next = _fg_encode(page, next != NULL ? next : _fg_list_end(page));
+    if (_fg_page_counts_remote(page)) ((uintptr_t *)b)[1] = next != NULL ? ((uintptr_t *)next)[1] + 1 : 1;
     if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b, memory_order_release,
                                               memory_order_relaxed))
       return;

@@ -128,27 +128,34 @@ bool _fg_page_extend(fg_page_t *page) {
   return true;
 }
 
-/* Move frees into `free`: the owner's, and what other threads pushed (one atomic exchange
- * that keeps the full bit). */
+/* Move frees into `free`: what other threads pushed (one atomic exchange that keeps the
+ * full bit), then the owner's delayed ones if `free` is still empty. */
 void _fg_page_collect(fg_page_t *page) {
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  if ((tf & ~FG_TF_FULL) != 0) {
+    while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & FG_TF_FULL,
+                                                  memory_order_acq_rel, memory_order_relaxed)) {
+    }
+    fg_block_t *head = (fg_block_t *)(tf & ~FG_TF_FULL), *tail = head;
+    uintptr_t count = 1;
+    if (_fg_nil(page->free) && _fg_page_counts_remote(page)) { /* the stack becomes the list */
+      count = ((uintptr_t *)head)[1];
+      if (fg_unlikely(count == 0 || count > page->capacity))
+        _fg_misuse("corrupted thread-free list in page", page);
+    } else {
+      for (fg_block_t *n; !_fg_nil(n = _fg_decode(page, tail->next)); tail = n) {
+        if (fg_unlikely(count > page->capacity)) _fg_misuse("corrupted thread-free list in page", page);
+        count++;
+      }
+      tail->next = _fg_encode(page, page->free);
+    }
+    page->free = head;
+    page->used -= (uint32_t)count;
+  }
   if (!_fg_nil(page->local_free) && _fg_nil(page->free)) {
     page->free = page->local_free;
     page->local_free = _fg_list_end(page);
   }
-  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-  if ((tf & ~FG_TF_FULL) == 0) return;
-  while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & FG_TF_FULL,
-                                                memory_order_acq_rel, memory_order_relaxed)) {
-  }
-  fg_block_t *head = (fg_block_t *)(tf & ~FG_TF_FULL), *tail = head;
-  uint32_t count = 1;
-  for (fg_block_t *n; !_fg_nil(n = _fg_decode(page, tail->next)); tail = n) {
-    if (fg_unlikely(count > page->capacity)) _fg_misuse("corrupted thread-free list in page", page);
-    count++;
-  }
-  tail->next = _fg_encode(page, page->free);
-  page->free = head;
-  page->used -= count;
 }
 
 static bool list_holds(const fg_page_t *page, const fg_block_t *list, const void *b) {
