@@ -91,10 +91,10 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
                                                       memory_order_relaxed));
       return;
     }
-    fg_block_t *next = (fg_block_t *)(tf & ~FG_TF_FULL);
+    fg_block_t *next = _fg_tf_top(tf); /* FG_TF_FULL comes only with an empty stack: see above */
     b->next = _fg_encode(page, next != NULL ? next : _fg_list_end(page));
-    if (_fg_page_counts_remote(page)) ((uintptr_t *)b)[1] = next != NULL ? ((uintptr_t *)next)[1] + 1 : 1;
-    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, (uintptr_t)b, memory_order_release,
+    uintptr_t pushed = (uintptr_t)b | (uintptr_t)(_fg_tf_count(tf) + 1) << FG_TF_COUNT_SHIFT;
+    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, pushed, memory_order_release,
                                               memory_order_relaxed))
       return;
   }

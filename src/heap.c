@@ -344,11 +344,12 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   uint32_t count = 0, remote = 0;
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
-      !check_list(page, (fg_block_t *)(tf & ~FG_TF_FULL), &remote))
+      !check_list(page, _fg_tf_top(tf), &remote))
     return false;
   if (_fg_page_used(page) + count != page->capacity)
     return check_fail("page's used + free blocks != its capacity", page);
   if (remote > _fg_page_used(page)) return check_fail("more blocks freed by other threads than used", page);
+  if (remote != _fg_tf_count(tf)) return check_fail("thread-free count disagrees with its stack", page);
   return true;
 }
 

@@ -40,8 +40,6 @@ static inline void _fg_lock(fg_lock_t *l) {
 }
 static inline void _fg_unlock(fg_lock_t *l) { atomic_store_explicit(l, 0, memory_order_release); }
 
-extern bool _fg_secure_on; /* secure.c: FRUGAL_SECURE */
-
 /* ---- init.c: process state, errors ---------------------------------------------------- */
 extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
 void _fg_process_init(void); /* idempotent; safe before constructors run */
@@ -149,13 +147,9 @@ static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
   uint32_t u = on ? page->used | flag : page->used & ~flag;
   page->used = (u & (FG_USED_FULL | FG_USED_LEDGER)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
 }
-/* Blocks of 16 bytes or more on another thread's stack of frees carry in their second word
- * how many blocks the stack holds from them down: the owner takes the whole stack without
- * walking it (each block of it was last written by another core: the walk was a sixth of the
- * cross-thread lab's time). Not in secure mode, which fills that word. */
-static inline bool _fg_page_counts_remote(const fg_page_t *page) {
-  return page->block_size >= 16 && !_fg_secure_on;
-}
+/* A page's thread-free word: its top block (NULL: none) and how many blocks it holds. */
+static inline fg_block_t *_fg_tf_top(uintptr_t tf) { return (fg_block_t *)(tf & FG_TF_BLOCK); }
+static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_TF_COUNT_SHIFT); }
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
@@ -218,6 +212,7 @@ void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
 
 /* ---- secure.c: hardened mode, and the hooked path's dispatch ------------------------------ */
+extern bool _fg_secure_on;
 void _fg_secure_init(void);
 /* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
 static inline size_t _fg_hook_pad(void) { return _fg_secure_on ? 1 : 0; }

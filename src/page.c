@@ -132,25 +132,21 @@ bool _fg_page_extend(fg_page_t *page) {
  * full bit), then the owner's delayed ones if `free` is still empty. */
 void _fg_page_collect(fg_page_t *page) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-  if ((tf & ~FG_TF_FULL) != 0) {
+  if (_fg_tf_top(tf) != NULL) {
     while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & FG_TF_FULL,
                                                   memory_order_acq_rel, memory_order_relaxed)) {
     }
-    fg_block_t *head = (fg_block_t *)(tf & ~FG_TF_FULL), *tail = head;
-    uintptr_t count = 1;
-    if (_fg_nil(page->free) && _fg_page_counts_remote(page)) { /* the stack becomes the list */
-      count = ((uintptr_t *)head)[1];
-      if (fg_unlikely(count == 0 || count > page->capacity))
-        _fg_misuse("corrupted thread-free list in page", page);
-    } else {
+    fg_block_t *head = _fg_tf_top(tf), *tail = head;
+    uint32_t count = _fg_tf_count(tf);
+    if (fg_unlikely(count == 0 || count > page->capacity))
+      _fg_misuse("corrupted thread-free list in page", page);
+    if (!_fg_nil(page->free)) { /* rarely: the stack goes in front, its tail found by a walk */
       for (fg_block_t *n; !_fg_nil(n = _fg_decode(page, tail->next)); tail = n) {
-        if (fg_unlikely(count > page->capacity)) _fg_misuse("corrupted thread-free list in page", page);
-        count++;
       }
       tail->next = _fg_encode(page, page->free);
     }
     page->free = head;
-    page->used -= (uint32_t)count;
+    page->used -= count;
   }
   if (!_fg_nil(page->local_free) && _fg_nil(page->free)) {
     page->free = page->local_free;
@@ -169,7 +165,7 @@ static bool list_holds(const fg_page_t *page, const fg_block_t *list, const void
 bool _fg_page_holds_free(fg_page_t *page, const void *b) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   return list_holds(page, page->free, b) || list_holds(page, page->local_free, b) ||
-         list_holds(page, (fg_block_t *)(tf & ~FG_TF_FULL), b);
+         list_holds(page, _fg_tf_top(tf), b);
 }
 
 /* The side array stays with the page slot when the page is released (a FIFO's pages come

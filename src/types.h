@@ -89,6 +89,12 @@ struct fg_heap_s;
  * telling such threads that the page sits in its heap's full list, so the first of them must
  * hand its block to the heap's delayed list instead (which wakes the page up). */
 #define FG_TF_FULL ((uintptr_t)1)
+/* Above the 48 bits of the stack's top block: how many blocks the stack holds. Pushed and
+ * taken in the same atomic word, the owner takes the count with the stack and never walks
+ * it (each block of it was last written by another core: the walk was a sixth of the
+ * cross-thread lab's time, and then each malloc missed on the same blocks again). */
+#define FG_TF_COUNT_SHIFT 48
+#define FG_TF_BLOCK (((uintptr_t)1 << FG_TF_COUNT_SHIFT) - 8)
 /* fg_page_t.used: the count of blocks in use, and flags above it. SLOW, the sign bit, is set
  * while FULL (the page sits in its heap's full list) or LEDGER (the inline ledger counts its
  * blocks) is: malloc's increment and free's decrement then test one sign each, and the
