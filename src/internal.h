@@ -232,6 +232,7 @@ size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unkno
 /* The ledger on, secure mode and leak stacks off: fg_malloc and fg_free count inline (their
  * pages carry side arrays from the start); the other entry points take the hooks. */
 extern bool _fg_ledger_fast;
+void _fg_ledger_sample(void); /* every 64 allocations counted: peaks and timeline, when due */
 
 /* Count block b of `page`, handed out for `size` (not 0), into ledger l: the block's
  * side-array entry and two adds. stats.c derives the rest when merging: the handed-out bytes
@@ -242,6 +243,7 @@ static inline void _fg_ledger_count_alloc(fg_ledger_t *l, fg_page_t *page, void 
   page->requested[_fg_block_index(page, (uintptr_t)b - (uintptr_t)page->start)] = (uint32_t)size + 1;
   _fg_bump(&l->classes[c][FG_F_allocations], 1);
   _fg_bump(&l->classes[c][FG_F_bytes_requested], size);
+  if (fg_unlikely((++l->events & 63) == 0)) _fg_ledger_sample();
 }
 
 /* Count the free of block idx of `page` into ledger l. */

@@ -232,11 +232,6 @@ static void leak_forget(void *p) {
 
 /* ---- recording ---------------------------------------------------------------------------------- */
 
-/* Peaks and the timeline are sampled from the hooks (every 64 events they count): the inline
- * counts of fg_malloc/fg_free stay three adds, and any program that keeps allocating
- * leaves the fast paths often (a page runs dry every few KiB of new blocks). */
-static void maybe_sample(void);
-
 /* The field list keeps each pair of counters in this order, so one helper counts both ends. */
 _Static_assert(
     FG_F_bytes_requested == FG_F_allocations + 1 && FG_F_bytes_handed_out == FG_F_allocations + 2 &&
@@ -253,7 +248,7 @@ void _fg_ledger_alloc(void *p, size_t size) {
   else
     loc.large->large_requested = size + 1;
   if (leaks_on) leak_record(p, size);
-  if (l != NULL && (++l->events & 63) == 0) maybe_sample();
+  if (l != NULL && (++l->events & 63) == 0) _fg_ledger_sample();
 }
 
 size_t _fg_ledger_free(void *p) {
@@ -368,7 +363,7 @@ static void snapshot_free(fg_stats_t *st) {
 
 /* Peaks (and the timeline, when asked) are sampled every sample_ms by whichever thread's
  * ledger event comes first after the period: no background thread. */
-static void maybe_sample(void) {
+void _fg_ledger_sample(void) {
   uint64_t now = _fg_clock_ms(), due = atomic_load_explicit(&next_sample_at, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong(&next_sample_at, &due, now + sample_ms)) return;
   fg_stats_t *st = snapshot_new();
