@@ -46,6 +46,7 @@ BLOCKS: dict[str, tuple[int, int] | None] = {
     "memalign(128, 24)": (144, 160),  # 24 + 120 = 144 (145)
     f"malloc({MiB})": None,
 }
+EDGE_LO, EDGE_HI = (512 << 10) + 1, 576 << 10  # as in pattern.c
 TIMELINE_LIVE, TIMELINE_SIZE, TIMELINE_MS = 100, 64, 400  # as in pattern.c
 
 
@@ -148,6 +149,13 @@ def expected(mode: str, expect: dict, secure: bool) -> tuple[Rows, Counter[int]]
             if k["from"]:  # realloc moved each block out of one malloc'd before, freeing it
                 small(rows, n, k["from"], BLOCKS[f"malloc({k['from']})"][secure], n)
                 sizes[k["from"]] += n
+    elif mode == "edge":  # 512 KiB + 1 and 576 KiB in turn, the first half freed
+        usable = expect["large_usable"]
+        for i, u in enumerate(usable):
+            size = EDGE_HI if i % 2 else EDGE_LO
+            freed = int(i < len(usable) // 2)
+            add(rows, "large", 1, size, freed, u, u * freed)
+            sizes[size] += 1
     elif mode == "timeline":
         n = TIMELINE_LIVE + expect["pairs"]
         small(rows, n, TIMELINE_SIZE, TIMELINE_SIZE, expect["pairs"])
@@ -220,7 +228,7 @@ def check_timeline(ledger: dict, base: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("single", "threads", "churn", "mixed", "xthread", "timeline"))
+    ap.add_argument("mode", choices=("single", "threads", "churn", "mixed", "xthread", "timeline", "edge"))
     ap.add_argument("dir", type=Path)
     ap.add_argument("--under", choices=("plain", "secure", "leaks"), default="plain")
     args = ap.parse_args()
@@ -243,7 +251,7 @@ def main() -> None:
 
     want, sizes = expected(mode, expect, expect["secure"])
     got, before = rows_of(ledger), rows_of(base)
-    if mode in ("single", "mixed", "timeline") and args.under != "leaks":
+    if mode in ("single", "mixed", "timeline", "edge") and args.under != "leaks":
         check(f"{tag}: one thread, nothing allocated before the pattern", base["totals"]["allocations"], 0)
     for k in sorted(set(got) | set(want) | set(before)):
         for f in CLASS_FIELDS:

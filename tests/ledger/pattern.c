@@ -13,6 +13,8 @@
  *                          FRUGAL_LEAKS: the ledger takes another path in each
  *   pattern xthread  DIR   the mixed kinds allocated by one thread, all freed by others: half
  *                          while the owner lives, half after it exited
+ *   pattern edge     DIR   10 large blocks of 512 KiB + 1 and 576 KiB, just past the largest
+ *                          class, in the bucket whose index is the large row's + 1; half freed
  *   pattern timeline DIR   100 blocks of 64 B live, then malloc/free pairs of 64 B for 400 ms,
  *                          which never leave the inline fast path: the timeline
  *                          (FRUGAL_STATS_INTERVAL_MS) must still be sampled all along
@@ -397,6 +399,22 @@ static void pattern_timeline(void) {
   } while (now_ms() < end);
 }
 
+/* ---- just past the largest class ---------------------------------------------------------- */
+
+/* Large blocks whose histogram bucket (512 KiB + 1 to 576 KiB) has the large row's index + 1,
+ * as a class's own bucket has the class's: a class's count there is derived on merging, but a
+ * large row's must still be stored. Half of them freed. */
+#define EDGE_LO ((512u << 10) + 1)
+#define EDGE_HI (576u << 10)
+
+static void pattern_edge(void) {
+  for (int i = 0; i < LARGE_COUNT; i++) {
+    if ((large[i] = malloc(i % 2 ? EDGE_HI : EDGE_LO)) == NULL) die("malloc(512 KiB + 1) failed");
+    large_usable[i] = fg_usable_size(large[i]);
+  }
+  for (int i = 0; i < LARGE_COUNT / 2; i++) free(large[i]);
+}
+
 /* ---- what the checker needs besides the ledger -------------------------------------------- */
 
 static void write_expect(const char *mode) {
@@ -429,13 +447,17 @@ typedef struct pattern_mode_s {
 } pattern_mode_t;
 
 static const pattern_mode_t modes[] = {
-    {"single", NULL, pattern_single},        {"threads", threads_start, threads_run},
-    {"churn", churn_start, threads_run},     {"mixed", NULL, pattern_mixed},
-    {"xthread", xthread_start, xthread_run}, {"timeline", NULL, pattern_timeline},
+    {"single", NULL, pattern_single},
+    {"threads", threads_start, threads_run},
+    {"churn", churn_start, threads_run},
+    {"mixed", NULL, pattern_mixed},
+    {"xthread", xthread_start, xthread_run},
+    {"timeline", NULL, pattern_timeline},
+    {"edge", NULL, pattern_edge},
 };
 
 int main(int argc, char **argv) {
-  if (argc != 3) die("usage: pattern single|threads|churn|mixed|xthread|timeline DIR");
+  if (argc != 3) die("usage: pattern single|threads|churn|mixed|xthread|timeline|edge DIR");
   dir = argv[2];
   const pattern_mode_t *mode = NULL;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
