@@ -1,6 +1,7 @@
 /* alloc.c — the allocation API. The fast path of fg_malloc for sizes up to 1 KiB is one
- * TLS load, one table load, a pop from the page's free list and a counter increment; every
- * other case is a named slow path below it. Semantics follow glibc (see RELIABILITY.md). */
+ * TLS load, one table load, a pop from the page's free list and a counter increment whose
+ * sign says whether the ledger counts the page; every other case is a named slow path below
+ * it. Semantics follow glibc (see RELIABILITY.md). */
 #define _GNU_SOURCE
 #include "internal.h"
 

@@ -1,9 +1,11 @@
-/* page.c — one page: blocks of one size class handed out from `free`, owner frees gathered
- * on `local_free`, other threads' frees on the atomic `xthread_free` stack. Keeping three
- * lists lets malloc and a local free touch no shared cache line and take no atomic. Blocks
- * are carved lazily, a few KiB at a time, so a page only commits what is used.
- * Also the heap's page queues (doubly linked; the first page of a class is the one its
- * direct-table entries point at). */
+/* page.c — one page: blocks of one size class handed out from `free`, where the owner's own
+ * frees go straight back (the block freed last is handed out next, still in cache); frees the
+ * owner makes on other threads' behalf (the heap's delayed list) gathered on `local_free`;
+ * other threads' frees on the atomic `xthread_free` stack, taken whole with its count. So
+ * malloc and a local free touch no shared cache line and take no atomic. Blocks are carved
+ * lazily, a few KiB at a time, so a page only commits what is used. Also the requested-size
+ * side arrays (ledger, secure mode) and the heap's page queues (doubly linked; the first
+ * page of a class is the one its direct-table entries point at). */
 #include "internal.h"
 
 /* ---- side arrays: the requested size of each block (ledger, secure mode) ------------------ */

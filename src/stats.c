@@ -96,7 +96,7 @@ static void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, 
   add(l, &to->classes[row][f0], 1);
   add(l, &to->classes[row][f0 + 1], v0);
   if (row == FG_CLASS_COUNT) add(l, &to->classes[row][f0 + 2], v1);
-  if (bucket == SIZE_MAX || bucket == row + 1) return;
+  if (bucket == SIZE_MAX || (row < FG_CLASS_COUNT && bucket == row + 1)) return;
   add(l, &to->histogram[bucket], 1);
   if (row < FG_CLASS_COUNT) add(l, &to->histogram[row + 1], (uint64_t)-1);
 }
@@ -241,12 +241,17 @@ _Static_assert(
 void _fg_ledger_alloc(void *p, size_t size) {
   block_loc_t loc;
   if (!locate(p, &loc, true)) return;
+  /* The unwinder's own allocations while it captures a stack (glibc's TLS block for
+   * libunwind, once per thread) are frugal's doing, not the program's: left unknown, they
+   * are counted at neither end. */
+  size_t stored = in_capture ? 0 : size + 1;
+  if (loc.slot != NULL)
+    *loc.slot = (uint32_t)stored;
+  else
+    loc.large->large_requested = stored;
+  if (stored == 0) return;
   fg_ledger_t *l = thread_ledger();
   count(l, loc.row, FG_F_allocations, size, loc.handed, bucket_of(size));
-  if (loc.slot != NULL)
-    *loc.slot = (uint32_t)size + 1;
-  else
-    loc.large->large_requested = size + 1;
   if (leaks_on) leak_record(p, size);
   if (l != NULL && (++l->events & 63) == 0) _fg_ledger_sample();
 }
