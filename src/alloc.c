@@ -7,11 +7,13 @@
 
 #include <errno.h>
 
-static inline void *page_pop(fg_page_t *page) {
-  fg_block_t *b = page->free;
-  fg_block_t *next = _fg_decode(page, b->next);
+/* Pop the first block of a page whose `free` is not nil. `plain`: the page's key is 0 (the
+ * fast path: see _fg_link_plain), so the link's bias folds into the load's displacement. */
+static inline void *page_pop(fg_page_t *page, bool plain) {
+  fg_block_t *b = plain ? _fg_block_plain(page->free) : _fg_block(page, page->free);
+  fg_link_t next = b->next;
   /* The next pop reads next's link: after another thread's frees, from that thread's cache. */
-  __builtin_prefetch(next);
+  __builtin_prefetch(plain ? _fg_block_plain(next) : _fg_block(page, next));
   page->free = next;
   b->next = 0; /* a fresh block must not look freed to the double-free check */
   page->used++;
@@ -27,7 +29,7 @@ static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->u
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   if (fg_likely(size <= FG_CLASS_MAX)) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
-    if (fg_likely(page != NULL && !_fg_nil(page->free))) return page_pop(page);
+    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) return page_pop(page, false);
     return _fg_heap_alloc_slow(heap, size);
   }
   return _fg_large_alloc(size, 0, false);
@@ -38,7 +40,7 @@ static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(!_fg_nil(page->free))) return page_pop(page);
+    if (fg_likely(!_fg_link_nil(page, page->free))) return page_pop(page, false);
   }
   return malloc_generic(heap, size);
 }
@@ -77,8 +79,8 @@ fg_export void *fg_malloc(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(!_fg_nil(page->free))) {
-      void *b = page_pop(page);
+    if (fg_likely(!_fg_link_nil_plain(page->free))) {
+      void *b = page_pop(page, true);
       if (fg_unlikely(page_counted(page))) return malloc_counted(heap, size, page, b);
       return b;
     }

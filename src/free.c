@@ -1,7 +1,7 @@
 /* free.c — freeing, and the checks that catch heap misuse by default. A pointer is frugal's
  * if the segment map has its segment (one byte test, which also turns away NULL and sends
  * the hooked modes to their path); it is a carved block start if its offset in the page,
- * times the inverse of the block size and rotated, is below the page's capacity (no divide);
+ * times the page's magic number, is below the page's carved limit (one multiply, no divide);
  * it is live unless its first word decodes to a free-list link of its own segment, in which
  * case the page's lists are walked to be sure. The fast path pays a few instructions for all
  * of this; everything that fails a check goes to a cold path that names the misuse and
@@ -11,11 +11,14 @@
 
 #include <errno.h>
 
-/* A freed block's first word, decoded, is an address in its own segment: the next block or
- * the list's end (see _fg_nil). Live data almost never looks like that, and a fresh block
- * has it zeroed (see page_pop; the key's top bit is set). */
-static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) {
-  return fg_unlikely(((b->next ^ page->key ^ (uintptr_t)b) >> FG_SEGMENT_SHIFT) == 0);
+/* A freed block's first word is a link (see _fg_link): its block lies in the freed block's
+ * own segment and it carries the tag in its low bits. x below has bits 0-2 and 22-63 clear
+ * exactly then; rotated right by 3 they are its top 45 bits. A fresh block has its first
+ * word zeroed (see page_pop). */
+static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b, bool plain) {
+  uintptr_t x = (plain ? b->next : b->next ^ page->key) ^ _fg_link_plain(b);
+  x = (x >> 3) | (x << 61);
+  return fg_unlikely((x >> (FG_SEGMENT_SHIFT - 3)) == 0);
 }
 
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
@@ -26,15 +29,16 @@ static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p
   if ((const uint8_t *)p < page->start || idx >= page->capacity) _fg_misuse("invalid pointer", p);
   fg_block_t *b = (fg_block_t *)(page->start + idx * page->block_size);
   if ((const void *)b != p && !page->has_aligned) _fg_misuse("invalid pointer", p);
-  if (looks_freed(page, b) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
+  if (looks_freed(page, b, false) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
   return b;
 }
 
 /* The same checks as fg_free's fast path (a carved block start that does not look freed);
  * the slow half sorts out aligned interior pointers and names the misuse. */
 static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
-  size_t idx = _fg_block_index(page, (size_t)((const uint8_t *)p - page->start));
-  if (fg_likely(idx < page->capacity) && fg_likely(!looks_freed(page, p))) return (fg_block_t *)p;
+  if (fg_likely(_fg_block_carved(page, (size_t)((const uint8_t *)p - page->start))) &&
+      fg_likely(!looks_freed(page, p, false)))
+    return (fg_block_t *)p;
   return block_checked_slow(page, p);
 }
 
@@ -92,7 +96,7 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
       return;
     }
     fg_block_t *next = _fg_tf_top(tf); /* FG_TF_FULL comes only with an empty stack: see above */
-    b->next = _fg_encode(page, next != NULL ? next : _fg_list_end(page));
+    b->next = _fg_link(page, next != NULL ? next : _fg_list_end(page));
     uintptr_t pushed = (uintptr_t)b | (uintptr_t)(_fg_tf_count(tf) + 1) << FG_TF_COUNT_SHIFT;
     if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, pushed, memory_order_release,
                                               memory_order_relaxed))
@@ -115,14 +119,15 @@ static fg_noinline void page_unflag(fg_page_t *page) {
   if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
   if (_fg_page_used(page) == 0) _fg_heap_page_retire(page);
 }
-static fg_noinline void page_freed_into(fg_page_t *page, size_t idx, bool count) {
+static fg_noinline void page_freed_into(fg_page_t *page, const fg_block_t *b, bool count) {
   uint32_t used = page->used;
   if (used == 0) {
     if (page->next != page->prev || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
     return;
   }
   if (count && (used & FG_USED_LEDGER)) {
-    _fg_ledger_count_free(&page->heap->ledger, page, idx);
+    _fg_ledger_count_free(&page->heap->ledger, page,
+                          _fg_block_index(page, (size_t)((const uint8_t *)b - page->start)));
     if (fg_likely((used & FG_USED_FULL) == 0 && (used & FG_USED_COUNT) != 0)) return;
   }
   page_unflag(page);
@@ -143,24 +148,25 @@ slow:
 #endif
 }
 
-static inline void push_local(fg_page_t *page, fg_block_t *b, size_t idx, bool count) {
-  b->next = _fg_encode(page, page->free);
-  page->free = b;
-  if (fg_unlikely(used_drop(page))) page_freed_into(page, idx, count);
+/* `plain`: the page's key is 0 (the fast path: see _fg_link_plain). */
+static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool plain) {
+  b->next = page->free;
+  page->free = plain ? _fg_link_plain(b) : _fg_link(page, b);
+  if (fg_unlikely(used_drop(page))) page_freed_into(page, b, count);
 }
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
-  if (count && _fg_ledger_fast) _fg_ledger_free(p);   /* counts nothing for a misuse */
-  push_local(page, block_checked(page, p), 0, false); /* the hooks counted it */
+  if (count && _fg_ledger_fast) _fg_ledger_free(p);       /* counts nothing for a misuse */
+  push_local(page, block_checked(page, p), false, false); /* the hooks counted it */
 }
 
 static fg_noinline fg_cold void free_wrong_size(const void *p) { _fg_misuse("wrong size in sized free", p); }
 
 /* A pointer into one of our small or large segments (the segment map said so, and gave its
- * page shift). `user`: from fg_free itself, which counts the ledger inline; the other ways
- * in have counted already. */
+ * page shift). `user`: from fg_free itself, which counts the ledger inline (the other ways
+ * in have counted already) and never sees secure mode's pages (their keys are not 0). */
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user) {
   fg_segment_t *s = _fg_segment_of(p);
   fg_page_t *page = _fg_page_at(s, p, page_shift);
@@ -168,13 +174,13 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
     free_remote(s, page, p, sized, size, user);
     return;
   }
-  size_t idx = _fg_block_index(page, (size_t)((uint8_t *)p - page->start));
-  if (fg_unlikely(idx >= page->capacity) || fg_unlikely(looks_freed(page, p))) {
+  if (fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)p - page->start))) ||
+      fg_unlikely(looks_freed(page, p, user))) {
     free_local_checked(page, p, user);
     return;
   }
   if (sized && fg_unlikely(wrong_size(size, page->block_size))) free_wrong_size(p);
-  push_local(page, p, idx, user);
+  push_local(page, p, user, user);
 }
 
 void _fg_free_raw(void *p, bool sized, size_t size) {
@@ -232,12 +238,15 @@ fg_export bool fg_is_owned(const void *p) {
     return (const uint8_t *)p == (uint8_t *)s + s->large_offset &&
            atomic_load(&s->large_state) == FG_LARGE_LIVE;
   fg_page_t *page = _fg_page_of(s, p);
-  if (page->heap == NULL || (const uint8_t *)p < page->start) return false;
+  if (page->heap == NULL) return false;
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  if (off / page->block_size >= page->capacity) return false;
-  const fg_block_t *b = (const fg_block_t *)(page->start + off - off % page->block_size);
-  if ((const void *)b != p && !page->has_aligned) return false; /* aligned calls hand these out */
-  return !(looks_freed(page, b) && _fg_page_holds_free(page, b));
+  const fg_block_t *b = p;
+  if (!_fg_block_carved(page, off)) { /* aligned calls hand out interior pointers */
+    if (!page->has_aligned || (const uint8_t *)p < page->start || off / page->block_size >= page->capacity)
+      return false;
+    b = (const fg_block_t *)(page->start + off - off % page->block_size);
+  }
+  return !(looks_freed(page, b, false) && _fg_page_holds_free(page, b));
 }
 
 fg_export void fg_collect(bool force) {

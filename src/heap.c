@@ -143,8 +143,8 @@ static void free_delayed(fg_heap_t *heap) {
   while (b != NULL) {
     fg_block_t *next = (fg_block_t *)(b->next ^ heap->key);
     fg_page_t *page = _fg_page_of(_fg_segment_of(b), b);
-    b->next = _fg_encode(page, page->local_free);
-    page->local_free = b;
+    b->next = page->local_free;
+    page->local_free = _fg_link(page, b);
     if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
     if ((--page->used & FG_USED_COUNT) == 0) _fg_heap_page_retire(page);
     b = next;
@@ -178,7 +178,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   while (page != NULL) {
     fg_page_t *next = page->next;
     _fg_page_collect(page);
-    if (!_fg_nil(page->free) || _fg_page_extend(page)) {
+    if (!_fg_link_nil(page, page->free) || _fg_page_extend(page)) {
       if (page != q->first) {
         _fg_queue_remove(heap, q, page);
         _fg_queue_push_front(heap, q, page);
@@ -187,7 +187,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     }
     if (!page_to_full(heap, page)) {
       _fg_page_collect(page);
-      if (!_fg_nil(page->free)) return page; /* it stays where it is: fine */
+      if (!_fg_link_nil(page, page->free)) return page; /* it stays where it is: fine */
     }
     page = next;
   }
@@ -209,8 +209,8 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  fg_block_t *b = page->free;
-  page->free = _fg_decode(page, b->next);
+  fg_block_t *b = _fg_block(page, page->free);
+  page->free = b->next;
   b->next = 0;
   page->used++;
   return b;
@@ -228,7 +228,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
   for (fg_page_t *page = heap->full.first, *next; page != NULL; page = next) {
     next = page->next;
     _fg_page_collect(page);
-    if (!_fg_nil(page->free)) _fg_heap_page_unfull(page);
+    if (!_fg_link_nil(page, page->free)) _fg_heap_page_unfull(page);
   }
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     fg_page_queue_t *q = &heap->queues[c];
@@ -323,8 +323,9 @@ static bool check_fail(const char *what, const void *where) {
 }
 
 /* Count a page's free list, checking each link lands on a block start of the page. */
-static bool check_list(const fg_page_t *page, const fg_block_t *b, uint32_t *count) {
-  for (; !_fg_nil(b); b = _fg_decode(page, b->next)) {
+static bool check_list(const fg_page_t *page, fg_link_t l, uint32_t *count) {
+  for (const fg_block_t *b; !_fg_link_nil(page, l); l = b->next) {
+    b = _fg_block(page, l);
     size_t off = (size_t)((const uint8_t *)b - page->start);
     if ((const uint8_t *)b < page->start || off % page->block_size != 0 ||
         off / page->block_size >= page->capacity)
@@ -343,8 +344,9 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   /* Blocks other threads freed still count as used until the owner gathers them. */
   uint32_t count = 0, remote = 0;
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  fg_block_t *top = _fg_tf_top(tf);
   if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
-      !check_list(page, _fg_tf_top(tf), &remote))
+      (top != NULL && !check_list(page, _fg_link(page, top), &remote)))
     return false;
   if (_fg_page_used(page) + count != page->capacity)
     return check_fail("page's used + free blocks != its capacity", page);

@@ -119,26 +119,55 @@ void _fg_segment_lock_all(void);
 void _fg_segment_unlock_all(void);
 
 /* ---- page.c: one page's free lists and the heap's page queues ---------------------------- */
-static inline uintptr_t _fg_encode(const fg_page_t *page, const void *p) { return (uintptr_t)p ^ page->key; }
-/* A page's free lists end at its segment's base address rather than NULL: every freed block's
- * link then decodes into its own segment, which free()'s double-free check tests with one
- * shift. "Nil" is either (the empty static page's lists are NULL). */
-static inline bool _fg_nil(const void *b) { return ((uintptr_t)b & FG_SEGMENT_MASK) == 0; }
+/* Free-list links (list heads and each free block's first word) hold a block's address plus
+ * FG_LINK_TAG, xor-ed with the page's key (0 unless FRUGAL_SECURE is on). A list ends at
+ * its segment's base address, so every link of a freed block leads into the block's own
+ * segment and carries the tag in its low 3 bits (blocks are 8-aligned): free()'s double-free
+ * check tests both with one xor and a rotate, and a live block's first word looks like that
+ * only if it is a pointer into its own segment with 101 in its low bits; then the check walks
+ * the page's lists to be sure (correct, only slower). A plain pointer, like a list node's
+ * link to its neighbour, does not. Why a tag and not a key: malloc's critical path (load the
+ * head, load its link, store it) had a per-page key's xor on it, a tenth of a malloc/free
+ * loop; a bias of a few bytes folds into the load's displacement and costs nothing (a bias
+ * of 2 KiB or more would: the load's fast path needs a small one). */
+#define FG_LINK_TAG 5
+#define FG_LINK_NIL_MASK (FG_SEGMENT_MASK & ~(uintptr_t)7)
 static inline fg_block_t *_fg_list_end(const fg_page_t *page) {
   return (fg_block_t *)((uintptr_t)page & ~(uintptr_t)FG_SEGMENT_MASK);
 }
-static inline fg_block_t *_fg_decode(const fg_page_t *page, uintptr_t v) {
-  return (fg_block_t *)(v ^ page->key);
+static inline fg_link_t _fg_link(const fg_page_t *page, const void *b) {
+  return ((uintptr_t)b + FG_LINK_TAG) ^ page->key;
 }
-/* The index of the block that starts `off` bytes into the page, or a number >= capacity if
- * no block starts there. With block_size = odd << k, a multiple of block_size times the odd
- * part's inverse (mod 2^64) is the quotient shifted left by k, so rotating right by k gives
- * the quotient; any other offset rotates to a number above 2^64 / block_size. One multiply,
- * one rotate and one compare check "block start" and "carved" together. */
+static inline fg_block_t *_fg_block(const fg_page_t *page, fg_link_t l) {
+  return (fg_block_t *)((l ^ page->key) - FG_LINK_TAG);
+}
+/* The end of a list, or 0 (the lists of the empty static page, and of free slots). */
+static inline bool _fg_link_nil(const fg_page_t *page, fg_link_t l) {
+  return ((l ^ page->key) & FG_LINK_NIL_MASK) == 0;
+}
+/* The same for a page whose key is 0, i.e. on the malloc/free fast paths, which secure mode
+ * never takes (its direct table stays empty and its segment-map bytes are hooked). */
+static inline fg_link_t _fg_link_plain(const void *b) { return (uintptr_t)b + FG_LINK_TAG; }
+static inline fg_block_t *_fg_block_plain(fg_link_t l) { return (fg_block_t *)(l - FG_LINK_TAG); }
+static inline bool _fg_link_nil_plain(fg_link_t l) { return (l & FG_LINK_NIL_MASK) == 0; }
+/* Is `off` bytes into the page the start of a carved block? Write off = i * size + r and
+ * err = magic * size - 2^64 (0 < err <= size). Then off * magic = i * err + r * magic
+ * (mod 2^64, without wrapping for off < 2^22 and size <= 512 KiB): below carved_limit =
+ * capacity * err exactly when r == 0 and i < capacity, since r > 0 gives at least magic,
+ * which is far above it. An offset before the first block (a negative one) wraps to near
+ * 2^64. One multiply and one compare: no divide, no second test; tests/blockstart.c sweeps
+ * every class. */
+static inline bool _fg_block_carved(const fg_page_t *page, size_t off) {
+  return off * page->magic < atomic_load_explicit(&page->carved_limit, memory_order_relaxed);
+}
+/* The same from the page's owner, which alone writes the limit: a plain load, that the
+ * compare can take from memory. */
+static inline bool _fg_block_carved_own(const fg_page_t *page, size_t off) {
+  return off * page->magic < *(const uint64_t *)&page->carved_limit;
+}
+/* off / block_size, for off < 2^32: the high half of off * magic. */
 static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
-  uint64_t x = off * page->inv;
-  unsigned k = page->inv_shift;
-  return (size_t)((x >> k) | (x << ((64 - k) & 63)));
+  return (size_t)(((unsigned __int128)off * page->magic) >> 64);
 }
 static inline uint32_t _fg_page_used(const fg_page_t *page) { return page->used & FG_USED_COUNT; }
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }

@@ -87,13 +87,10 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   bool counted = _fg_ledger_fast && side_array(page);
   page->capacity = 0;
   page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : 0;
-  unsigned k = (unsigned)__builtin_ctzl(bsize);
-  uint64_t odd = bsize >> k, inv = odd; /* Newton's iteration: each step doubles the bits */
-  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
-  page->inv = inv;
-  page->inv_shift = (uint8_t)k;
-  page->key = (heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u)) | ((uintptr_t)1 << 63);
-  page->free = page->local_free = _fg_list_end(page);
+  page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
+  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
+  page->key = _fg_secure_on ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
+  page->free = page->local_free = _fg_link(page, _fg_list_end(page));
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
   page->purged = 0;
@@ -118,11 +115,13 @@ bool _fg_page_extend(fg_page_t *page) {
     _fg_secure_carve(page, first, n);
   } else {
     uint8_t *b = first;
-    for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_encode(page, b + bsize);
-    ((fg_block_t *)b)->next = _fg_encode(page, page->free);
-    page->free = (fg_block_t *)first;
+    for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_link(page, b + bsize);
+    ((fg_block_t *)b)->next = page->free;
+    page->free = _fg_link(page, first);
   }
   page->capacity += n;
+  uint64_t err = page->magic * bsize; /* wraps: magic * bsize - 2^64 */
+  atomic_store_explicit(&page->carved_limit, (uint64_t)page->capacity * err, memory_order_release);
   /* Carving writes each block's first word: small blocks touch all their pages, a block
    * of 4 KiB or more touches one. */
   if (page->fresh)
@@ -142,32 +141,34 @@ void _fg_page_collect(fg_page_t *page) {
     uint32_t count = _fg_tf_count(tf);
     if (fg_unlikely(count == 0 || count > page->capacity))
       _fg_misuse("corrupted thread-free list in page", page);
-    if (!_fg_nil(page->free)) { /* rarely: the stack goes in front, its tail found by a walk */
-      for (fg_block_t *n; !_fg_nil(n = _fg_decode(page, tail->next)); tail = n) {
-      }
-      tail->next = _fg_encode(page, page->free);
+    if (!_fg_link_nil(page, page->free)) { /* rarely: the stack goes in front, its tail found by a walk */
+      while (!_fg_link_nil(page, tail->next)) tail = _fg_block(page, tail->next);
+      tail->next = page->free;
     }
-    page->free = head;
+    page->free = _fg_link(page, head);
     page->used -= count;
   }
-  if (!_fg_nil(page->local_free) && _fg_nil(page->free)) {
+  if (!_fg_link_nil(page, page->local_free) && _fg_link_nil(page, page->free)) {
     page->free = page->local_free;
-    page->local_free = _fg_list_end(page);
+    page->local_free = _fg_link(page, _fg_list_end(page));
   }
 }
 
-static bool list_holds(const fg_page_t *page, const fg_block_t *list, const void *b) {
-  uint32_t n = 0;
-  for (; !_fg_nil(list) && n <= page->capacity; list = _fg_decode(page, list->next), n++)
-    if (list == b) return true;
+static bool list_holds(const fg_page_t *page, fg_link_t l, const void *b) {
+  for (uint32_t n = 0; !_fg_link_nil(page, l) && n <= page->capacity; n++) {
+    const fg_block_t *x = _fg_block(page, l);
+    if (x == b) return true;
+    l = x->next;
+  }
   return false;
 }
 
 /* Slow confirmation of a suspected double free: is b on any of the page's free lists? */
 bool _fg_page_holds_free(fg_page_t *page, const void *b) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  fg_block_t *top = _fg_tf_top(tf);
   return list_holds(page, page->free, b) || list_holds(page, page->local_free, b) ||
-         list_holds(page, _fg_tf_top(tf), b);
+         (top != NULL && (top == b || list_holds(page, top->next, b)));
 }
 
 /* The side array stays with the page slot when the page is released (a FIFO's pages come
@@ -177,8 +178,7 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
   size_t off = (size_t)((const uint8_t *)p - page->start);
-  size_t idx = _fg_block_index(page, off);
-  if (idx >= page->capacity) idx = off / page->block_size; /* aligned interior, or beyond */
+  size_t idx = _fg_block_index(page, off); /* a block start, or an aligned interior pointer */
   if (idx >= page->capacity) return NULL;
   if (page->requested == NULL && (!create || !side_array(page))) return NULL;
   return &page->requested[idx];

@@ -125,12 +125,12 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
     order[i] = order[j];
     order[j] = t;
   }
-  fg_block_t *head = page->free;
+  fg_link_t head = page->free;
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *b = first + (size_t)order[i] * bsize;
     fill_free(b, bsize);
-    ((fg_block_t *)b)->next = _fg_encode(page, head);
-    head = (fg_block_t *)b;
+    ((fg_block_t *)b)->next = head;
+    head = _fg_link(page, b);
   }
   page->free = head;
 }

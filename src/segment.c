@@ -179,7 +179,7 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
   page->heap = NULL;
   page->block_size = 0;
-  page->free = page->local_free = NULL;
+  page->free = page->local_free = 0; /* nothing reads a free slot's lists */
   page->purged = 0;
   page->freed_at = _fg_clock_ms();
   if (s->used_pages == s->page_count) { /* it had no free slot: it is one again */

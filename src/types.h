@@ -77,10 +77,13 @@ typedef enum fg_segment_kind_e {
   FG_SEG_LARGE = FG_SEG_KINDS, /* one large block */
 } fg_segment_kind_t;
 
-/* A free block's first word: the next free block, xor-ed with the page's key. Encoding
- * makes a freed block recognisable (double-free check) and wild writes less useful. */
+/* A free-list link: the address of a block plus FG_LINK_BIAS, xor-ed with its page's key
+ * (0 unless FRUGAL_SECURE is on). See internal.h's _fg_link for why. */
+typedef uintptr_t fg_link_t;
+
+/* A free block's first word: the link to the next free block. */
 typedef struct fg_block_s {
-  uintptr_t next;
+  fg_link_t next;
 } fg_block_t;
 
 struct fg_heap_s;
@@ -108,34 +111,34 @@ struct fg_heap_s;
 _Static_assert(sizeof(void *) == 8, "frugal's page layout assumes 64-bit pointers");
 typedef struct __attribute__((aligned(128))) fg_page_s {
   /* First cache line: all that malloc and a local free touch. */
-  fg_block_t *free; /* blocks to allocate from */
-  uintptr_t key;    /* free-list encoding key (top bit set: never a user pointer) */
-  uint8_t *start;   /* first block */
+  fg_link_t free; /* link to the first block to allocate */
+  uint8_t *start; /* first block */
   /* Ledger and secure mode: requested size + 1 per block (0: unknown), else NULL. In the
    * first line: malloc and free test it to count the ledger inline. */
   uint32_t *requested;
   struct fg_heap_s *heap; /* owner; NULL while the slot is free */
-  uint64_t inv;           /* odd part of block_size, inverted mod 2^64: see _fg_block_index */
-  uint32_t used;          /* blocks handed out and not yet freed back to this page | FG_USED_ flags */
-  /* Blocks carved so far. Atomic because other threads bound-check their frees against it
-   * while the owner carves (TSan); loads are plain moves on x86, only the slow-path carve
-   * pays a locked add. */
-  _Atomic(uint32_t) capacity;
+  uint64_t magic;         /* floor(2^64 / block_size) + 1: see _fg_block_carved */
+  /* capacity * (magic * block_size mod 2^64): a block start below the carved end multiplies
+   * by magic to less than this. Atomic because other threads check their frees against it
+   * while the owner carves (TSan); loads are plain moves. */
+  _Atomic(uint64_t) carved_limit;
+  uint32_t used;       /* blocks handed out and not yet freed back to this page | FG_USED_ flags */
   uint32_t block_size; /* 0: page slot not in use; classes end at 512 KiB */
-  uint8_t inv_shift;   /* trailing zero bits of block_size */
   uint8_t class_idx;
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
+  uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
   /* Second line: slow paths. */
-  uint8_t purged;    /* (free slot) its memory is not committed: new or given back */
-  uint32_t reserved; /* blocks that fit in the page */
+  uintptr_t key;              /* FRUGAL_SECURE: free-list encoding key, random per page; else 0 */
+  _Atomic(uint32_t) capacity; /* blocks carved so far (read by other threads' checks) */
+  uint32_t reserved;          /* blocks that fit in the page */
   _Atomic(uintptr_t) xthread_free;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
-  fg_block_t *local_free; /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
+  fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
 } fg_page_t;
-_Static_assert(__builtin_offsetof(fg_page_t, purged) == 64, "malloc/free's fields fill the first line");
+_Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 
 typedef struct fg_segment_s {
   uintptr_t cookie; /* segment address ^ process secret: a sanity check for the header */

@@ -2,6 +2,8 @@
 """Fast-path instruction budget (STYLE.md): count, with callgrind, the instructions of one
 malloc+free pair on frugal's small fast path and compare them with the checked-in budget.
 Instruction counts are exact and repeatable, unlike times, so this can be a test.
+Budget lines: `SIZE LIMIT` (malloc/free pairs) or `list SIZE LIMIT` (a linked list built
+and freed: see pair.c).
 Usage: budget.py PAIR_BINARY LIBFRUGAL BUDGET_FILE"""
 import os
 import re
@@ -10,13 +12,13 @@ import sys
 import tempfile
 
 
-def instructions(binary: str, lib: str, n: int, size: int) -> int:
+def instructions(binary: str, lib: str, n: int, size: int, mode: str) -> int:
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, LD_PRELOAD=lib)
         for k in [k for k in env if k.startswith("FRUGAL_")]:
             del env[k]
         out = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out", binary, str(n), str(size)],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out", binary, str(n), str(size), mode],
             env=env, capture_output=True, text=True, check=True)
         m = re.search(r"Collected : (\d+)", out.stderr)
         if not m:
@@ -30,16 +32,18 @@ def main() -> int:
     for line in open(budget_file):
         line = line.split("#", 1)[0].strip()
         if line:
-            size, limit = line.split()
-            budgets[int(size)] = int(limit)
+            words = line.split()
+            mode = words[0] if len(words) == 3 else "pair"
+            budgets[(mode, int(words[-2]))] = int(words[-1])
     failed = 0
-    for size, limit in sorted(budgets.items()):
-        a = instructions(binary, lib, 100000, size)
-        b = instructions(binary, lib, 200000, size)
+    for (mode, size), limit in sorted(budgets.items()):
+        a = instructions(binary, lib, 100000, size, mode)
+        b = instructions(binary, lib, 200000, size, mode)
         per_pair = (b - a) / 100000
         ok = per_pair <= limit
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} malloc({size})+free: {per_pair:.1f} instructions per pair "
+        what = "malloc+free pair" if mode == "pair" else "linked-list node built and freed"
+        print(f"{'ok  ' if ok else 'FAIL'} {mode} {size} B: {per_pair:.1f} instructions per {what} "
               f"(loop included), budget {limit}")
     print(f"budget: {len(budgets)} checks, {failed} failed")
     return 1 if failed else 0
