@@ -247,6 +247,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
     }
   }
   _fg_segment_purge_expired(heap, now, force);
+  _fg_large_heap_collect(heap, now, force);
   heap->decay_at = now + (decay / 4 > 0 ? decay / 4 : 1);
 }
 

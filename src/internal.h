@@ -225,6 +225,7 @@ void _fg_large_free(fg_segment_t *s, const void *p);
 size_t _fg_large_usable(fg_segment_t *s, const void *p);
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
 void _fg_large_cache_collect(uint64_t now, bool force);
+void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force); /* the heap's own cache */
 void _fg_large_lock(void);
 void _fg_large_unlock(void);
 

@@ -160,6 +160,15 @@ typedef struct fg_segment_s {
 #define FG_LARGE_LIVE 0x4c495645u
 #define FG_LARGE_FREE 0x46524545u
 
+/* A cache of freed large blocks (large.c): mappings in buckets by size, 8 per doubling from
+ * 512 KiB, each bucket most recently freed first. */
+#define FG_LARGE_BUCKET_MIN_SHIFT 19
+#define FG_LARGE_BUCKETS (8 * (48 - FG_LARGE_BUCKET_MIN_SHIFT))
+typedef struct fg_large_cache_s {
+  struct fg_segment_s *buckets[FG_LARGE_BUCKETS];
+  size_t bytes; /* mapped bytes cached */
+} fg_large_cache_t;
+
 typedef struct fg_page_queue_s {
   fg_page_t *first, *last;
 } fg_page_queue_t;
@@ -175,6 +184,11 @@ typedef struct fg_heap_s {
   uint32_t ticks;                       /* slow-path events since the last clock read */
   _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
   bool owned;                           /* a live thread uses it */
+  /* Large blocks: the ones this thread freed, kept for its own next requests without the
+   * process cache's lock, and what it has live (allocated minus freed, by this thread:
+   * negative in a thread that frees others' blocks) and the most since its decay pass. */
+  fg_large_cache_t large_cache;
+  int64_t large_live, large_peak;
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
 } fg_heap_t;

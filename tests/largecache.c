@@ -1,0 +1,194 @@
+/* largecache.c — the large cache's policies, seen through the ledger's counters
+ * (fg_stats_get: large_cache_hits / misses), getrusage and RSS:
+ *   - a hot loop over one 8 MiB buffer maps it once and takes no page faults afterwards;
+ *   - a cached block is reused only if it wastes at most 12.5 % (a cached 32 MiB block does
+ *     not serve 8 MiB; it serves 30 MiB);
+ *   - a thread reuses the blocks it freed; when it exits they serve other threads;
+ *   - blocks a consumer thread frees (it allocated none) serve their producer again;
+ *   - fg_collect(true) gives every cached block back at once;
+ *   - with FRUGAL_DECAY_MS=50 (a child runs with it), cached blocks go back to the OS by
+ *     themselves while the program only makes small calls. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "frugal-stats.h"
+#include "frugal.h"
+#include "testutil.h"
+
+#define MIB ((size_t)1 << 20)
+#define BLOCKS 64
+
+static uint64_t hits(void) {
+  fg_stats_t st;
+  fg_stats_get(&st);
+  return st.large_cache_hits;
+}
+
+static uint64_t misses(void) {
+  fg_stats_t st;
+  fg_stats_get(&st);
+  return st.large_cache_misses;
+}
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+static void hot_loop(void) {
+  uint64_t m0 = misses();
+  long faults = 0;
+  for (int i = 0; i < 20; i++) {
+    long f0 = minor_faults();
+    char *p = malloc(8 * MIB);
+    memset(p, i, 8 * MIB);
+    free(p);
+    if (i > 0) faults += minor_faults() - f0;
+  }
+  CHECKF(misses() - m0 == 1, "hot 8 MiB loop: mapped once (%llu maps for 20 rounds)",
+         (unsigned long long)(misses() - m0));
+  CHECKF(faults < 20, "hot 8 MiB loop: %ld page faults in rounds 2-20 (a fresh block: 2048 each)", faults);
+}
+
+static void waste_bound(void) {
+  fg_collect(true);       /* nothing cached but: */
+  free(malloc(32 * MIB)); /* this */
+  uint64_t h0 = hits();
+  void *small = malloc(8 * MIB);
+  CHECK("a cached 32 MiB block does not serve 8 MiB (75 % waste)", hits() == h0);
+  void *close = malloc(30 * MIB);
+  CHECK("a cached 32 MiB block serves 30 MiB (6 % waste)", hits() == h0 + 1);
+  free(small);
+  free(close);
+}
+
+static void *cycle_blocks(void *arg) {
+  uint64_t *reused = arg;
+  void *p[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  uint64_t h0 = hits();
+  for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
+  *reused = hits() - h0;
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  return NULL;
+}
+
+static void thread_cache(void) {
+  uint64_t reused = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, cycle_blocks, &reused);
+  pthread_join(t, NULL);
+  CHECKF(reused == BLOCKS, "a thread reuses the %d blocks it freed (%llu reused)", BLOCKS,
+         (unsigned long long)reused);
+  uint64_t h0 = hits();
+  void *p[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
+  CHECKF(hits() - h0 == BLOCKS, "after it exits they serve another thread (%llu of %d reused)",
+         (unsigned long long)(hits() - h0), BLOCKS);
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  fg_collect(true);
+}
+
+static void *consume(void *arg) {
+  void **p = arg;
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  return NULL;
+}
+
+static void *produce(void *arg) {
+  uint64_t *reused = arg;
+  void *p[BLOCKS];
+  for (int round = 0; round < 2; round++) {
+    uint64_t h0 = hits();
+    for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
+    if (round == 1) *reused = hits() - h0;
+    pthread_t t;
+    pthread_create(&t, NULL, consume, p);
+    pthread_join(t, NULL);
+  }
+  return NULL;
+}
+
+static void consumer_keeps_nothing(void) {
+  uint64_t reused = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, produce, &reused);
+  pthread_join(t, NULL);
+  CHECKF(reused == BLOCKS, "blocks a consumer thread freed serve their producer again (%llu of %d)",
+         (unsigned long long)reused, BLOCKS);
+  fg_collect(true);
+}
+
+static void collect_all(void) {
+  fg_collect(true);
+  size_t start = tu_rss();
+  void *p[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) {
+    p[i] = malloc(MIB);
+    memset(p[i], 1, MIB);
+  }
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  size_t cached = tu_rss();
+  fg_collect(true);
+  size_t after = tu_rss();
+  CHECKF(cached >= start + BLOCKS * MIB / 2 && after <= start + 4 * MIB,
+         "fg_collect(true) gives cached blocks back: RSS %.1f -> %.1f (cached) -> %.1f MiB",
+         start / (double)MIB, cached / (double)MIB, after / (double)MIB);
+}
+
+/* The last check runs in a child started with a short decay time: the cache must empty
+ * itself while the program only makes small calls now and then (as a program waiting for
+ * work would). */
+static void decay(void) {
+  size_t start = tu_rss();
+  void *p[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) {
+    p[i] = malloc(MIB);
+    memset(p[i], 1, MIB);
+  }
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  size_t cached = tu_rss();
+  double t0 = tu_now();
+  while (tu_rss() > start + 4 * MIB && tu_now() - t0 < 5) {
+    free(malloc(64));
+    usleep(2000);
+  }
+  size_t after = tu_rss();
+  CHECKF(after <= start + 4 * MIB && cached >= start + BLOCKS * MIB / 2,
+         "FRUGAL_DECAY_MS=50: cached blocks go back by themselves: RSS %.1f -> %.1f -> %.1f MiB in %.2f s",
+         start / (double)MIB, cached / (double)MIB, after / (double)MIB, tu_now() - t0);
+}
+
+static bool run_decay_child(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("FRUGAL_DECAY_MS", "50", 1);
+    execl("/proc/self/exe", "largecache", "decay", (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "decay") == 0) {
+    decay();
+    return check_finish("largecache decay");
+  }
+  hot_loop();
+  waste_bound();
+  thread_cache();
+  consumer_keeps_nothing();
+  collect_all();
+  fflush(stdout);
+  CHECK("a child with FRUGAL_DECAY_MS=50 passed its check (above)", run_decay_child());
+  return check_finish("largecache");
+}
