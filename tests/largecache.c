@@ -69,47 +69,58 @@ static void waste_bound(void) {
   free(close);
 }
 
-static void *cycle_blocks(void *arg) {
-  uint64_t *reused = arg;
-  void *p[BLOCKS];
-  for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
-  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+/* BLOCKS blocks of 1 MiB into p; returns how many came from the cache. */
+static uint64_t alloc_all(void **p) {
   uint64_t h0 = hits();
   for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
-  *reused = hits() - h0;
+  return hits() - h0;
+}
+
+static void free_all(void **p) {
   for (int i = 0; i < BLOCKS; i++) free(p[i]);
+}
+
+/* Run fn(&result) in a thread of its own; return the result. */
+static uint64_t in_thread(void *(*fn)(void *)) {
+  uint64_t result = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, fn, &result);
+  pthread_join(t, NULL);
+  return result;
+}
+
+static void *cycle_blocks(void *arg) {
+  void *p[BLOCKS];
+  alloc_all(p);
+  free_all(p);
+  *(uint64_t *)arg = alloc_all(p);
+  free_all(p);
   return NULL;
 }
 
 static void thread_cache(void) {
-  uint64_t reused = 0;
-  pthread_t t;
-  pthread_create(&t, NULL, cycle_blocks, &reused);
-  pthread_join(t, NULL);
+  uint64_t reused = in_thread(cycle_blocks);
   CHECKF(reused == BLOCKS, "a thread reuses the %d blocks it freed (%llu reused)", BLOCKS,
          (unsigned long long)reused);
-  uint64_t h0 = hits();
   void *p[BLOCKS];
-  for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
-  CHECKF(hits() - h0 == BLOCKS, "after it exits they serve another thread (%llu of %d reused)",
-         (unsigned long long)(hits() - h0), BLOCKS);
-  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  reused = alloc_all(p);
+  CHECKF(reused == BLOCKS, "after it exits they serve another thread (%llu of %d reused)",
+         (unsigned long long)reused, BLOCKS);
+  free_all(p);
   fg_collect(true);
 }
 
 static void *consume(void *arg) {
-  void **p = arg;
-  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  free_all(arg);
   return NULL;
 }
 
+/* Allocates twice; a consumer thread frees each round. The result: reused the second time. */
 static void *produce(void *arg) {
-  uint64_t *reused = arg;
   void *p[BLOCKS];
   for (int round = 0; round < 2; round++) {
-    uint64_t h0 = hits();
-    for (int i = 0; i < BLOCKS; i++) p[i] = malloc(MIB);
-    if (round == 1) *reused = hits() - h0;
+    uint64_t reused = alloc_all(p);
+    if (round == 1) *(uint64_t *)arg = reused;
     pthread_t t;
     pthread_create(&t, NULL, consume, p);
     pthread_join(t, NULL);
@@ -118,24 +129,24 @@ static void *produce(void *arg) {
 }
 
 static void consumer_keeps_nothing(void) {
-  uint64_t reused = 0;
-  pthread_t t;
-  pthread_create(&t, NULL, produce, &reused);
-  pthread_join(t, NULL);
+  uint64_t reused = in_thread(produce);
   CHECKF(reused == BLOCKS, "blocks a consumer thread freed serve their producer again (%llu of %d)",
          (unsigned long long)reused, BLOCKS);
   fg_collect(true);
 }
 
+/* BLOCKS blocks of 1 MiB, every byte written, freed: what the cache then holds. */
+static void cache_touched(void) {
+  void *p[BLOCKS];
+  alloc_all(p);
+  for (int i = 0; i < BLOCKS; i++) memset(p[i], 1, MIB);
+  free_all(p);
+}
+
 static void collect_all(void) {
   fg_collect(true);
   size_t start = tu_rss();
-  void *p[BLOCKS];
-  for (int i = 0; i < BLOCKS; i++) {
-    p[i] = malloc(MIB);
-    memset(p[i], 1, MIB);
-  }
-  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  cache_touched();
   size_t cached = tu_rss();
   fg_collect(true);
   size_t after = tu_rss();
@@ -149,12 +160,7 @@ static void collect_all(void) {
  * work would). */
 static void decay(void) {
   size_t start = tu_rss();
-  void *p[BLOCKS];
-  for (int i = 0; i < BLOCKS; i++) {
-    p[i] = malloc(MIB);
-    memset(p[i], 1, MIB);
-  }
-  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  cache_touched();
   size_t cached = tu_rss();
   double t0 = tu_now();
   while (tu_rss() > start + 4 * MIB && tu_now() - t0 < 5) {
