@@ -129,6 +129,15 @@ static size_t heap_limit(const fg_heap_t *heap) {
   return peak < bound ? peak : bound;
 }
 
+/* A heap that takes a block from the process cache takes up to BATCH_COUNT - 1 more that
+ * fit the same request, if it has room and they come to BATCH_BYTES or less: a thread that
+ * allocates what another frees (a producer) then takes the lock once per batch. (The lab's
+ * cross-thread 1 MiB cells, 2 threads: 85 -> 70 ms, mimalloc 84. Consumers sending their
+ * frees in batches too gained a little more but held blocks producers could not reach: the
+ * churn test's peak RSS went from 27 to 43 MiB.) */
+#define BATCH_COUNT 8
+#define BATCH_BYTES ((size_t)4 << 20)
+
 /* The heap's decay pass (heap.c): blocks cached past the decay time go to the process cache,
  * whose own pass then unmaps them; all of them when forced or when the thread is gone. */
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force) {
@@ -153,6 +162,14 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     _fg_lock(&large_lock);
     s = cache_take(&shared, need, offset);
     if (s != NULL) live_bytes += s->mapped;
+    size_t batch = s != NULL ? s->mapped : 0;
+    for (uint32_t i = 1; s != NULL && heap != NULL && i < BATCH_COUNT; i++) { /* and a few more */
+      if (heap->large_cache.bytes + s->mapped > heap_limit(heap) || (batch += s->mapped) > BATCH_BYTES) break;
+      fg_segment_t *more = cache_take(&shared, need, offset);
+      if (more == NULL) break;
+      live_bytes += more->mapped;
+      cache_put(&heap->large_cache, more);
+    }
     if (live_bytes > live_peak) live_peak = live_bytes;
     _fg_unlock(&large_lock);
   }
