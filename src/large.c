@@ -8,12 +8,13 @@
  *
  * Two levels. Each thread heap caches the blocks its thread frees, for its own next
  * requests, without a lock: up to what the thread had live in large blocks since its last
- * decay pass (never more than FRUGAL_LARGE_CACHE_MB). The process cache behind it, under one spin lock, takes
- * what a heap has no room for, what outlives the decay time there, and all of it when the thread exits; it is
- * bounded by FRUGAL_LARGE_CACHE_MB, or by the most the program had live since the last decay pass if that is
- * more, and when full gives the block back to the OS. (With the process cache alone, the lab's 2 threads
- * cycling 1 MiB blocks took the lock in turn for every block: 5x slower than one thread. With a fixed 1 GiB
- * bound instead of the live peak, they mapped and unmapped 6,000 blocks: 0.4 s instead of 0.03.) */
+ * decay pass (never more than FRUGAL_LARGE_CACHE_MB). The process cache behind it, under one
+ * spin lock, takes what a heap has no room for, what outlives the decay time there, and all
+ * of it when the thread exits; it is bounded by FRUGAL_LARGE_CACHE_MB, or by the most the
+ * program had live since the last decay pass if that is more, and when full gives the block
+ * back to the OS. (With the process cache alone, the lab's 2 threads cycling 1 MiB blocks
+ * took the lock in turn for every block: 5x slower than one thread. With a fixed 1 GiB bound
+ * instead of the live peak, they mapped and unmapped 6,000 blocks: 0.4 s instead of 0.03.) */
 #define _GNU_SOURCE
 #include "internal.h"
 
