@@ -35,7 +35,7 @@ extern "C" {
   X(munmap_bytes, "bytes unmapped")                                                  \
   X(madvise_calls, "madvise(DONTNEED) calls: memory given back, range kept")         \
   X(madvise_bytes, "bytes given back by madvise")                                    \
-  X(mremap_calls, "mremap calls: large blocks resized in place")                     \
+  X(mremap_calls, "mremap calls: large blocks resized or moved")                     \
   X(fresh_bytes,                                                                     \
     "uncommitted bytes frugal touched carving blocks: a page fault and "             \
     "kernel zeroing per 4 KiB (seed 3's hidden cost); the program's own "            \
@@ -51,6 +51,7 @@ extern "C" {
   X(large_cache_hits, "large blocks reused from the large cache")                    \
   X(large_cache_misses, "large blocks mapped from the OS")                           \
   X(large_cache_evictions, "freed large blocks the full cache gave back at once")    \
+  X(large_cache_reshapes, "cached large blocks shrunk, grown or moved to fit a request") \
   X(large_cache_decays, "cached large blocks unmapped after the decay time")
 
 typedef struct fg_stats_class_s {

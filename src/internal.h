@@ -68,6 +68,7 @@ void *_fg_os_alloc_aligned(size_t size, size_t align); /* NULL on failure, errno
 void _fg_os_free(void *p, size_t size);
 void _fg_os_purge(void *p, size_t size);                       /* give the pages back, keep the range */
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
+bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size); /* onto the mapping at `to` */
 uint64_t _fg_clock_ms(void);
 void _fg_yield(void);
 uintptr_t _fg_os_random(void);
@@ -113,6 +114,7 @@ size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **sta
 void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force);
 void _fg_segment_cache_collect(uint64_t now, bool force);
 fg_segment_t *_fg_segment_map_large(size_t size); /* a 4 MiB-aligned mapping, registered */
+void _fg_segment_large_init(fg_segment_t *s, size_t size);
 void _fg_segment_unmap(fg_segment_t *s);
 void _fg_segment_unmap_list(fg_segment_t *list, int counter); /* linked by next; counts each */
 void _fg_segment_lock_all(void);

@@ -67,6 +67,24 @@ static fg_segment_t *cache_take(fg_large_cache_t *c, size_t need, size_t offset)
   return NULL;
 }
 
+/* No cached mapping fits `need` by the 12.5 % rule: take the nearest one instead, the smallest
+ * bigger one, else the biggest smaller one (NULL if the cache is empty). Mapping a new block
+ * while one that could be reshaped stays resident would hold memory the program does not use:
+ * random 5-25 MiB blocks, 16 live, peaked at 1.8 x glibc's RSS that way. */
+static fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
+  if (c->bytes == 0) return NULL;
+  size_t first = bucket_of(need), at = 0;
+  fg_segment_t *best = NULL;
+  for (size_t b = first; b < FG_LARGE_BUCKETS && best == NULL; b++)
+    for (fg_segment_t *s = c->buckets[b]; s != NULL; s = s->next)
+      if (s->mapped >= need && (best == NULL || s->mapped < best->mapped)) best = s, at = b;
+  for (size_t b = first + 1; b-- > 0 && best == NULL;)
+    for (fg_segment_t *s = c->buckets[b]; s != NULL; s = s->next)
+      if (s->mapped < need && (best == NULL || s->mapped > best->mapped)) best = s, at = b;
+  if (best != NULL) cache_remove(c, at, best);
+  return best;
+}
+
 /* Unlink the mappings cached for the decay time or longer (all of them when forced), and
  * return them linked by `next`. */
 static fg_segment_t *cache_expired(fg_large_cache_t *c, uint64_t now, bool force) {
@@ -150,6 +168,95 @@ void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force) {
 
 /* ---- allocation and free ---------------------------------------------------------------------- */
 
+/* Reshaping a cached mapping to a request that does not fit it keeps its resident pages in
+ * use: mremap moves pages with their page tables, so nothing is copied or faulted again.
+ * Grown, a mapping grows in place or moves onto a new aligned range; only the growth faults.
+ * Shrunk, its tail becomes a cached mapping of its own while the heap's cache stays under a
+ * third of what the thread has live in large blocks (16 MiB at least), else goes back to
+ * the OS. Random 5-25 MiB blocks, 16 live, every page touched (glibc: 396 MB, 0.52 s):
+ * mapping afresh beside the cache peaked at 702 MB; reshaping and unmapping every tail, 320
+ * MB but 1.7 x glibc's faults; tails kept up to live / 8, 349 MB and 1.6 x; live / 3, 407 MB
+ * and glibc's faults and time; live / 2, 456 MB. (Filling a growth with other cached
+ * mappings' pages too left blocks of several kernel mappings, which mremap refuses.) */
+#define SPLIT_MIN ((size_t)1 << 20) /* a smaller tail is not worth a mapping */
+static size_t split_bound(const fg_heap_t *heap) {
+  size_t third = heap->large_live > 0 ? (size_t)heap->large_live / 3 : 0;
+  return third > ((size_t)16 << 20) ? third : (size_t)16 << 20;
+}
+
+/* Cut s down to `keep` bytes; its tail becomes a mapping of its own (NULL if none is to be
+ * had: s is then unchanged). */
+static fg_segment_t *split_off(fg_segment_t *s, size_t keep) {
+  size_t tail = s->mapped - keep;
+  fg_segment_t *t = _fg_os_alloc_aligned(tail, FG_SEGMENT_SIZE);
+  if (t == NULL) return NULL;
+  if (!_fg_os_move((uint8_t *)s + keep, tail, t, tail)) {
+    _fg_os_free(t, tail);
+    return NULL;
+  }
+  s->mapped = keep;
+  _fg_segment_large_init(t, tail);
+  t->freed_at = s->freed_at;
+  atomic_store_explicit(&t->large_state, FG_LARGE_FREE, memory_order_relaxed);
+  return t;
+}
+
+/* Make s `need` bytes long; `c`: the heap cache it came from (NULL: the process cache), which
+ * may take its tail. NULL, with s given back, when no mapping is to be had. */
+static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_large_cache_t *c) {
+  size_t old = s->mapped;
+  if (need < old) {
+    fg_segment_t *t = NULL;
+    if (c != NULL && old - need >= SPLIT_MIN && c->bytes + (old - need) <= split_bound(heap))
+      t = split_off(s, need);
+    if (t != NULL)
+      cache_put(c, t);
+    else if (_fg_os_resize(s, old, need))
+      s->mapped = need;
+    return s;
+  }
+  fg_segment_t *t = s;
+  if (!_fg_os_resize(s, old, need)) { /* not in place: onto a new range */
+    t = _fg_os_alloc_aligned(need, FG_SEGMENT_SIZE);
+    if (t == NULL || !_fg_os_move(s, old, t, need)) {
+      if (t != NULL) _fg_os_free(t, need);
+      _fg_count(FG_C_large_cache_evictions, 1);
+      _fg_segment_unmap(s);
+      return NULL;
+    }
+    _fg_segmap_set(s, false); /* reads no header: s is gone */
+    _fg_segment_large_init(t, need);
+  }
+  t->mapped = need;
+  _fg_count(FG_C_fresh_large_bytes, need - old);
+  return t;
+}
+
+/* The nearest cached mapping, the heap's or else the process's, reshaped to `need` bytes. Not
+ * in secure mode: its mappings end in a guard page, which mremap cannot carry along. */
+static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
+  if (_fg_secure_on) return NULL;
+  fg_large_cache_t *c = heap != NULL ? &heap->large_cache : NULL;
+  fg_segment_t *s = c != NULL ? cache_take_nearest(c, need) : NULL;
+  size_t held = s != NULL ? s->mapped + c->bytes : 0; /* counted live already */
+  if (s == NULL) {
+    c = NULL;
+    _fg_lock(&large_lock);
+    if ((s = cache_take_nearest(&shared, need)) != NULL) live_bytes += s->mapped;
+    _fg_unlock(&large_lock);
+    if (s == NULL) return NULL;
+    held = s->mapped;
+  }
+  s = reshape(s, need, heap, c);
+  if (s != NULL) _fg_count(FG_C_large_cache_reshapes, 1);
+  size_t now_held = (s != NULL ? s->mapped : 0) + (c != NULL ? c->bytes : 0);
+  _fg_lock(&large_lock);
+  live_bytes = live_bytes - held + now_held;
+  if (live_bytes > live_peak) live_peak = live_bytes;
+  _fg_unlock(&large_lock);
+  return s;
+}
+
 void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -175,6 +282,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     _fg_unlock(&large_lock);
   }
   bool fresh = s == NULL;
+  if (fresh && (s = take_nearest(heap, need)) != NULL) fresh = false;
   if (heap != NULL)
     _fg_bump(&heap->counts[fresh ? FG_C_large_cache_misses : FG_C_large_cache_hits], 1);
   else

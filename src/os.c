@@ -110,6 +110,17 @@ bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
   return ok;
 }
 
+/* Move a mapping to `to` (a range of new_size bytes the caller mapped: the kernel replaces it),
+ * growing it on the way: the pages move with their page tables, nothing is copied or faulted
+ * again, and the grown tail is fresh zero pages. */
+bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size) {
+  int saved = errno;
+  bool ok = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
+  _fg_count(FG_C_mremap_calls, 1);
+  errno = saved;
+  return ok;
+}
+
 void _fg_yield(void) { sched_yield(); }
 
 uint64_t _fg_clock_ms(void) {

@@ -239,11 +239,16 @@ void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
 fg_segment_t *_fg_segment_map_large(size_t size) {
   fg_segment_t *s = _fg_os_alloc_aligned(size, FG_SEGMENT_SIZE);
   if (s == NULL) return NULL;
+  _fg_segment_large_init(s, size);
+  return s;
+}
+
+/* The header of a large mapping of `size` bytes at s, registered in the segment map. */
+void _fg_segment_large_init(fg_segment_t *s, size_t size) {
   s->cookie = (uintptr_t)s ^ _fg_secret;
   s->kind = FG_SEG_LARGE;
   s->page_shift = FG_SEGMENT_SHIFT; /* every offset within the first 4 MiB maps to pages[0] */
   s->page_count = 1;
   s->mapped = fg_align_up(size, FG_OS_PAGE);
   _fg_segmap_set(s, true);
-  return s;
 }

@@ -727,7 +727,7 @@ static void write_text(writer_t *w, const fg_stats_t *st) {
   }
   w_printf(w, "  thread cache: %lu misses (page refills); %lu pages started, %lu released\n", st->slow_allocs,
            st->pages_new, st->pages_released);
-  w_printf(w, "  large cache: %lu hits, %lu misses, %lu evictions, %lu decays\n", st->large_cache_hits,
+  w_printf(w, "  large cache: %lu hits (%lu reshaped), %lu misses, %lu evictions, %lu decays\n", st->large_cache_hits, st->large_cache_reshapes,
            st->large_cache_misses, st->large_cache_evictions, st->large_cache_decays);
   w_printf(w, "  segment cache: %lu hits, %lu misses, %lu evictions, %lu decays\n", st->segment_cache_hits,
            st->segment_cache_misses, st->segment_cache_evictions, st->segment_cache_decays);
