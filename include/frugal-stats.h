@@ -52,7 +52,23 @@ extern "C" {
   X(large_cache_misses, "large blocks mapped from the OS")                           \
   X(large_cache_evictions, "freed large blocks the full cache gave back at once")    \
   X(large_cache_reshapes, "cached large blocks shrunk, grown or moved to fit a request") \
-  X(large_cache_decays, "cached large blocks unmapped after the decay time")
+  X(large_cache_decays, "cached large blocks unmapped after the decay time")        \
+  X(returned_decay_bytes, "bytes given back by the threads' own decay passes")       \
+  X(returned_idle_bytes, "bytes given back by the purger thread while threads were quiet") \
+  X(returned_oom_bytes, "bytes given back when the OS refused a mapping, before retrying") \
+  X(returned_collect_bytes, "bytes given back by fg_collect / malloc_trim")          \
+  X(purger_passes, "passes of the purger thread over every heap and cache")
+
+/* What frugal holds for reuse right now, by cache, in bytes: read at fg_stats_get, so a user
+ * can see why RSS is what it is. "resident" is committed memory; "returned" has been given
+ * back to the OS (MADV_DONTNEED) and costs address space only. X(name, help) */
+#define FG_STATS_HELD_FIELDS(X)                                                                   \
+  X(large_cache_bytes, "freed large blocks cached for reuse (resident)")                          \
+  X(kept_page_bytes, "empty pages kept in their class queues for reuse (resident)")               \
+  X(free_page_bytes, "free page slots in the heaps' segments, still committed (resident)")        \
+  X(free_page_returned_bytes, "free page slots given back to the OS (address space only)")        \
+  X(segment_cache_bytes, "empty segments cached for reuse, still committed (resident)")           \
+  X(segment_cache_returned_bytes, "cached empty segments given back to the OS (address space only)")
 
 typedef struct fg_stats_class_s {
   uint64_t block_size; /* 0 for the large row */
@@ -74,6 +90,9 @@ typedef struct fg_stats_s {
   fg_stats_class_t classes[FG_STATS_CLASSES];
   uint64_t histogram[FG_STATS_HIST_BUCKETS];
   uint64_t peak_live_requested, peak_live_handed_out; /* sampled */
+#define FG_X(name, help) uint64_t name;
+  FG_STATS_HELD_FIELDS(FG_X)
+#undef FG_X
   /* The process, as the kernel sees it. */
   uint64_t rss, peak_rss, minor_faults, major_faults, user_us, sys_us;
 } fg_stats_t;

@@ -65,6 +65,7 @@ typedef enum fg_option_e {
   FG_OPTION_STATS_INTERVAL_MS, /* FRUGAL_STATS_INTERVAL_MS: timeline sample period in the JSON */
   FG_OPTION_LEAKS,             /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
   FG_OPTION_SECURE,            /* FRUGAL_SECURE: canaries, free-fill checks, guard pages, shuffled pages */
+  FG_OPTION_PURGE_THREAD,      /* FRUGAL_PURGE_THREAD: a background thread gives memory back while quiet */
   FG_OPTION_COUNT
 } fg_option_t;
 

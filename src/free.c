@@ -250,10 +250,7 @@ fg_export bool fg_is_owned(const void *p) {
 }
 
 fg_export void fg_collect(bool force) {
-  fg_heap_t *heap = _fg_heap();
-  if (heap != &_fg_heap_empty) _fg_heap_collect(heap, force);
-  _fg_heaps_collect_abandoned(force);
-  uint64_t now = _fg_clock_ms();
-  _fg_segment_cache_collect(now, force);
-  _fg_large_cache_collect(now, force);
+  uint8_t was = _fg_returning_for(FG_BY_COLLECT);
+  _fg_collect_all(_fg_heap(), force);
+  _fg_returning = was;
 }

@@ -32,6 +32,16 @@ void _fg_warning(const char *msg, const char *detail) {
   _fg_write_stderr(line);
 }
 
+void _fg_event(const char *msg) {
+  if (_fg_option(FG_OPTION_VERBOSE) < 2) return;
+  char line[256];
+  size_t n = 0;
+  for (const char *parts[] = {"frugal: event: ", msg, "\n", NULL}, **q = parts; *q; q++)
+    for (const char *c = *q; *c && n < sizeof line - 1; c++) line[n++] = *c;
+  line[n] = '\0';
+  _fg_write_stderr(line);
+}
+
 /* One line, "frugal: <what> at 0x...", then abort: never a silent corruption. */
 void _fg_misuse(const char *what, const void *p) {
   char line[160];
@@ -87,6 +97,7 @@ static void fork_child(void) {
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(true);
+  _fg_purger_after_fork_child();
 }
 
 /* Runs when the library is loaded (after libc is ready): the only step that may allocate,
@@ -95,4 +106,5 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_process_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _fg_stats_start();
+  _fg_purger_enable();
 }

@@ -24,7 +24,6 @@ static inline bool fg_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 /* A lock for the few short critical sections shared by threads (cache lists): spins, then
  * yields. A pthread mutex sleeps in the kernel under contention, which cost the lab's
  * 8-thread 1 MiB run more than the work it protected. */
-typedef _Atomic(int) fg_lock_t;
 static inline void _fg_lock(fg_lock_t *l) {
   for (unsigned spins = 0; atomic_exchange_explicit(l, 1, memory_order_acquire) != 0;) {
     while (atomic_load_explicit(l, memory_order_relaxed) != 0) {
@@ -45,6 +44,17 @@ extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
 void _fg_process_init(void); /* idempotent; safe before constructors run */
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
+void _fg_event(const char *msg); /* FRUGAL_VERBOSE=2: one "frugal: event: " line */
+
+/* Why memory is being given back on this thread right now: os.c adds what it gives back to
+ * the returned_<reason>_bytes counter, so the ledger says who returned what. */
+typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT } fg_reason_t;
+extern __thread uint8_t _fg_returning;
+static inline uint8_t _fg_returning_for(fg_reason_t r) {
+  uint8_t old = _fg_returning;
+  _fg_returning = (uint8_t)r;
+  return old;
+}
 void _fg_write_stderr(const char *s);
 
 /* ---- counters (stats.c owns them; every layer may count) ------------------------------- */
@@ -111,12 +121,14 @@ static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
 void _fg_segment_page_free(fg_page_t *page, bool purge_now);
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
-void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force);
-void _fg_segment_cache_collect(uint64_t now, bool force);
+bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force); /* true: some left */
+bool _fg_segment_cache_collect(uint64_t now, bool force); /* true: some left */
 fg_segment_t *_fg_segment_map_large(size_t size); /* a 4 MiB-aligned mapping, registered */
 void _fg_segment_large_init(fg_segment_t *s, size_t size);
 void _fg_segment_unmap(fg_segment_t *s);
 void _fg_segment_unmap_list(fg_segment_t *list, int counter); /* linked by next; counts each */
+void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned); /* free slots */
+void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned);
 void _fg_segment_lock_all(void);
 void _fg_segment_unlock_all(void);
 
@@ -172,6 +184,13 @@ static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
   return (size_t)(((unsigned __int128)off * page->magic) >> 64);
 }
 static inline uint32_t _fg_page_used(const fg_page_t *page) { return page->used & FG_USED_COUNT; }
+static inline size_t _fg_page_bytes(const fg_page_t *page) { return (size_t)page->reserved * page->block_size; }
+/* A kept empty page is taken back into service (it became its class's first page) or released. */
+static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
+  if (!page->kept) return;
+  page->kept = 0;
+  _fg_bump(&heap->kept_bytes, -(uint64_t)_fg_page_bytes(page));
+}
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 /* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
 static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
@@ -215,19 +234,29 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
-void _fg_heaps_collect_abandoned(bool force);
 void _fg_heaps_after_fork_child(void);
 void _fg_heaps_lock(void);
 void _fg_heaps_unlock(bool child);
 void _fg_heap_tick(fg_heap_t *heap); /* slow-path heartbeat: runs decay when it is due */
+bool _fg_heaps_purge(uint64_t now);  /* the purger's pass; true: something is left to expire */
+void _fg_heaps_held(fg_stats_t *out); /* the ledger's held bytes, every cache */
+void _fg_collect_all(fg_heap_t *heap, bool force); /* every layer; heap may be the empty one */
+
+/* ---- purger.c: the background thread that gives memory back while the program is quiet -- */
+void _fg_purger_enable(void); /* from the constructor: the thread may start from now on */
+void _fg_purger_wake(void);   /* something was cached; call with no frugal lock held */
+void _fg_purger_after_fork_child(void);
 
 /* ---- large.c: blocks above the largest class, and the large cache ------------------------ */
 void *_fg_large_alloc(size_t size, size_t align, bool zero);
 void _fg_large_free(fg_segment_t *s, const void *p);
 size_t _fg_large_usable(fg_segment_t *s, const void *p);
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
-void _fg_large_cache_collect(uint64_t now, bool force);
+bool _fg_large_cache_collect(uint64_t now, bool force); /* true: some left */
+bool _fg_large_heap_expire(fg_heap_t *heap, uint64_t now); /* the purger's pass; true: some left */
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force); /* the heap's own cache */
+size_t _fg_large_heap_cached(fg_heap_t *heap); /* bytes in a heap's large cache */
+size_t _fg_large_shared_cached(void);          /* bytes in the process cache */
 void _fg_large_lock(void);
 void _fg_large_unlock(void);
 

@@ -162,8 +162,21 @@ static size_t heap_limit(const fg_heap_t *heap) {
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force) {
   if (!heap->owned) heap->large_live = 0;                         /* what it had live is now anybody's */
   heap->large_peak = heap->large_live > 0 ? heap->large_live : 0; /* a new decay period */
+  _fg_lock(&heap->lock);
   fg_segment_t *expired = cache_expired(&heap->large_cache, now, force || !heap->owned);
+  _fg_unlock(&heap->lock);
   if (expired != NULL) shared_put_list(expired);
+}
+
+/* The purger's pass over a heap whose thread may be quiet: only what outlived the decay
+ * time moves to the process cache (whose own pass then unmaps it). */
+bool _fg_large_heap_expire(fg_heap_t *heap, uint64_t now) {
+  _fg_lock(&heap->lock);
+  fg_segment_t *expired = cache_expired(&heap->large_cache, now, false);
+  bool left = heap->large_cache.bytes != 0;
+  _fg_unlock(&heap->lock);
+  if (expired != NULL) shared_put_list(expired);
+  return left;
 }
 
 /* ---- allocation and free ---------------------------------------------------------------------- */
@@ -237,19 +250,25 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
 static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
   if (_fg_secure_on) return NULL;
   fg_large_cache_t *c = heap != NULL ? &heap->large_cache : NULL;
+  if (c != NULL) _fg_lock(&heap->lock);
   fg_segment_t *s = c != NULL ? cache_take_nearest(c, need) : NULL;
-  size_t held = s != NULL ? s->mapped + c->bytes : 0; /* counted live already */
-  if (s == NULL) {
-    c = NULL;
+  size_t held = 0, now_held = 0; /* mapped bytes counted live before and after */
+  if (s != NULL) {
+    held = s->mapped + c->bytes;
+    s = reshape(s, need, heap, c);
+    now_held = (s != NULL ? s->mapped : 0) + c->bytes;
+  }
+  if (c != NULL) _fg_unlock(&heap->lock);
+  if (s == NULL && held == 0) {
     _fg_lock(&large_lock);
     if ((s = cache_take_nearest(&shared, need)) != NULL) live_bytes += s->mapped;
     _fg_unlock(&large_lock);
     if (s == NULL) return NULL;
     held = s->mapped;
+    s = reshape(s, need, heap, NULL);
+    now_held = s != NULL ? s->mapped : 0;
   }
-  s = reshape(s, need, heap, c);
   if (s != NULL) _fg_count(FG_C_large_cache_reshapes, 1);
-  size_t now_held = (s != NULL ? s->mapped : 0) + (c != NULL ? c->bytes : 0);
   _fg_lock(&large_lock);
   live_bytes = live_bytes - held + now_held;
   if (live_bytes > live_peak) live_peak = live_bytes;
@@ -265,7 +284,11 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   size_t offset = align > FG_OS_PAGE ? align : FG_OS_PAGE; /* the header's page */
   size_t need = offset + fg_align_up(size, FG_OS_PAGE) + _fg_secure_guard();
   fg_heap_t *heap = own_heap(true); /* a thread of large blocks only caches them too */
-  fg_segment_t *s = heap != NULL ? cache_take(&heap->large_cache, need, offset) : NULL;
+  fg_segment_t *s = NULL;
+  if (heap != NULL) {
+    _fg_lock(&heap->lock); /* then large_lock, never the other way (init.c's fork order) */
+    s = cache_take(&heap->large_cache, need, offset);
+  }
   if (s == NULL) {
     _fg_lock(&large_lock);
     s = cache_take(&shared, need, offset);
@@ -281,6 +304,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     if (live_bytes > live_peak) live_peak = live_bytes;
     _fg_unlock(&large_lock);
   }
+  if (heap != NULL) _fg_unlock(&heap->lock);
   bool fresh = s == NULL;
   if (fresh && (s = take_nearest(heap, need)) != NULL) fresh = false;
   if (heap != NULL)
@@ -291,9 +315,10 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     _fg_process_init();
     s = _fg_segment_map_large(need);
     if (s == NULL) { /* memory held in the caches may be what is missing */
-      if (heap != NULL) _fg_large_heap_collect(heap, 0, true);
-      _fg_large_cache_collect(0, true);
-      _fg_segment_cache_collect(0, true);
+      uint8_t was = _fg_returning_for(FG_BY_OOM);
+      _fg_event("out of memory: caches given back, retrying");
+      _fg_collect_all(heap != NULL ? heap : &_fg_heap_empty, true);
+      _fg_returning = was;
       s = _fg_segment_map_large(need);
     }
     if (s == NULL) {
@@ -344,12 +369,15 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
     return;
   }
   heap->large_live -= (int64_t)s->mapped;
-  if (heap->large_cache.bytes + s->mapped <= heap_limit(heap)) {
-    cache_put(&heap->large_cache, s);
-  } else {
+  _fg_lock(&heap->lock);
+  bool keep = heap->large_cache.bytes + s->mapped <= heap_limit(heap);
+  if (keep) cache_put(&heap->large_cache, s);
+  _fg_unlock(&heap->lock);
+  if (!keep) {
     s->next = NULL;
     shared_put_list(s);
   }
+  _fg_purger_wake();
   _fg_heap_tick(heap);
 }
 
@@ -379,12 +407,28 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
 }
 
 /* The process cache's blocks unused for the decay time go back to the OS (all when forced). */
-void _fg_large_cache_collect(uint64_t now, bool force) {
+bool _fg_large_cache_collect(uint64_t now, bool force) {
   _fg_lock(&large_lock);
   live_peak = live_bytes; /* a new decay period */
   fg_segment_t *expired = cache_expired(&shared, now, force);
+  bool left = shared.bytes != 0;
   _fg_unlock(&large_lock);
   _fg_segment_unmap_list(expired, FG_C_large_cache_decays);
+  return left;
+}
+
+size_t _fg_large_heap_cached(fg_heap_t *heap) {
+  _fg_lock(&heap->lock);
+  size_t n = heap->large_cache.bytes;
+  _fg_unlock(&heap->lock);
+  return n;
+}
+
+size_t _fg_large_shared_cached(void) {
+  _fg_lock(&large_lock);
+  size_t n = shared.bytes;
+  _fg_unlock(&large_lock);
+  return n;
 }
 
 void _fg_large_lock(void) { _fg_lock(&large_lock); }

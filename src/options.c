@@ -38,6 +38,8 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
         {"FRUGAL_SECURE", 0, 0, 1, false,
          "1: hardened: canary after each block, freed blocks filled and checked, guard pages, "
          "shuffled allocation order"},
+    [FG_OPTION_PURGE_THREAD] = {"FRUGAL_PURGE_THREAD", 1, 0, 1, false,
+                                "1: a background thread gives cached memory back while the program is quiet"},
 };
 
 long _fg_option_values[FG_OPTION_COUNT];

@@ -189,6 +189,7 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
 /* With every call hooked (secure mode, leak stacks) the direct table stays empty: every
  * fg_malloc then misses into its hooked path, and the fast path needs no test for it. */
 static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
+  if (first != NULL) _fg_page_unkeep(heap, first); /* malloc's fast path hands out its blocks */
   if (q == &heap->full || _fg_hooked_all) return;
   size_t c = (size_t)(q - heap->queues);
   size_t hi = _fg_class_size(c);

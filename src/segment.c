@@ -45,9 +45,10 @@ static fg_segment_t *segment_from_cache(void) {
 }
 
 /* An empty segment: keep it if the cache has room, else give the newest back (seed 1: a full
- * cache returns what just came in, never an older one, so nothing is held for long). */
+ * cache returns what just came in, never an older one, so nothing is held for long). Its
+ * decay time runs from when it emptied (freed_at), not from now: a segment a decay pass
+ * releases has been unused for that long already. */
 static void segment_to_cache(fg_segment_t *s) {
-  s->freed_at = _fg_clock_ms();
   s->heap = NULL;
   _fg_lock(&cache_lock);
   bool keep = cache_count < cache_limit();
@@ -65,7 +66,7 @@ static void segment_to_cache(fg_segment_t *s) {
 
 /* Cached segments unused for the decay time go back to the OS (all of them when forced).
  * The list is ordered newest first, so the expired ones are a tail. */
-void _fg_segment_cache_collect(uint64_t now, bool force) {
+bool _fg_segment_cache_collect(uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
   _fg_lock(&cache_lock);
@@ -74,8 +75,10 @@ void _fg_segment_cache_collect(uint64_t now, bool force) {
   expired = *link;
   *link = NULL;
   for (fg_segment_t *s = expired; s != NULL; s = s->next) cache_count--;
+  bool left = cache_first != NULL;
   _fg_unlock(&cache_lock);
   _fg_segment_unmap_list(expired, FG_C_segment_cache_decays);
+  return left;
 }
 
 void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
@@ -85,6 +88,24 @@ void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
     _fg_segment_unmap(list);
     list = next;
   }
+}
+
+/* The free slots of a list of segments: committed, or given back (the ledger's held bytes). */
+static void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
+  for (fg_segment_t *s = list; s != NULL; s = s->next) {
+    for (size_t i = 0; i < s->page_count; i++) {
+      fg_page_t *page = &s->pages[i];
+      if (free_only && page->heap != NULL) continue;
+      uint8_t *start;
+      *(page->purged ? returned : resident) += _fg_page_area(s, page, &start);
+    }
+  }
+}
+
+void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned) {
+  _fg_lock(&cache_lock);
+  slots_held(cache_first, false, resident, returned);
+  _fg_unlock(&cache_lock);
 }
 
 /* Fork: the child has only the forking thread, so releasing a lock is all it needs. */
@@ -139,9 +160,19 @@ static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   segment_unlink(heap, s);
   for (size_t i = 0; i < s->page_count; i++) _fg_page_side_array_drop(&s->pages[i]);
   /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO rounds);
-   * an exited thread's is given back whole: one madvise, not one per page. */
-  if (!heap->owned) _fg_os_purge(s, FG_SEGMENT_SIZE);
+   * an exited thread's is given back whole but its header page (whose `mapped` the cache
+   * unmaps it by: purged, it read 0 and munmap failed): one madvise, not one per page. */
+  if (!heap->owned) {
+    _fg_os_purge((uint8_t *)s + FG_OS_PAGE, FG_SEGMENT_SIZE - FG_OS_PAGE);
+    for (size_t i = 0; i < s->page_count; i++) s->pages[i].purged = 1;
+  }
   segment_to_cache(s);
+}
+
+void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned) {
+  _fg_lock(&heap->lock);
+  for (int kind = 0; kind < FG_SEG_KINDS; kind++) slots_held(heap->segments[kind], true, resident, returned);
+  _fg_unlock(&heap->lock);
 }
 
 /* The usable area of a page slot: the first slot starts after the segment header. */
@@ -154,10 +185,15 @@ size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **sta
   return page_size - skip - guard;
 }
 
-/* A free page slot of `kind` for `heap`, from a segment it owns or a new one. */
+/* A free page slot of `kind` for `heap`, from a segment it owns or a new one. The slot is
+ * marked taken under the heap's lock, so the purger leaves it alone from then on. */
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
+  _fg_lock(&heap->lock);
   fg_segment_t *s = heap->segments[kind];
-  if (s == NULL && (s = segment_new(heap, kind)) == NULL) return NULL;
+  if (s == NULL && (s = segment_new(heap, kind)) == NULL) {
+    _fg_unlock(&heap->lock);
+    return NULL;
+  }
   fg_page_t *page = NULL;
   for (size_t i = 0; i < s->page_count; i++) {
     if (s->pages[i].heap == NULL) {
@@ -165,8 +201,10 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
       break;
     }
   }
+  page->heap = heap;
   s->used_pages++;
   if (s->used_pages == s->page_count) segment_unlink(heap, s); /* no free slot left */
+  _fg_unlock(&heap->lock);
   return page;
 }
 
@@ -177,6 +215,7 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
+  _fg_lock(&heap->lock);
   page->heap = NULL;
   page->block_size = 0;
   page->free = page->local_free = 0; /* nothing reads a free slot's lists */
@@ -201,12 +240,17 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
     _fg_os_purge(start, area);
     page->purged = 1;
   }
+  _fg_unlock(&heap->lock);
 }
 
 /* Decay pass over a heap's partly used segments: free slots unused for the decay time give
- * their memory back (all of them when forced). Neighbouring slots go in one madvise call. */
-void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
+ * their memory back (all of them when forced). Neighbouring slots go in one madvise call.
+ * The owner's decay passes call it, and the purger's for a heap whose thread is quiet.
+ * Returns whether resident free slots or empty segments are left to expire later. */
+bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  bool left = false;
+  _fg_lock(&heap->lock);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
     for (fg_segment_t *s = heap->segments[kind], *next; s != NULL; s = next) {
       next = s->next;
@@ -214,11 +258,13 @@ void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
         segment_release(heap, s); /* empty past the decay time: the whole segment goes */
         continue;
       }
+      left |= s->used_pages == 0;
       uint8_t *run = NULL, *run_end = NULL;
       for (size_t i = 0; i <= s->page_count; i++) {
         fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
-        bool due =
-            page != NULL && page->heap == NULL && !page->purged && (force || page->freed_at + decay <= now);
+        bool idle = page != NULL && page->heap == NULL && !page->purged;
+        bool due = idle && (force || page->freed_at + decay <= now);
+        left |= idle && !due;
         uint8_t *start = NULL;
         size_t area = due ? _fg_page_area(s, page, &start) : 0;
         if (run != NULL && (!due || start != run_end)) { /* the run ends here */
@@ -232,6 +278,8 @@ void _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
       }
     }
   }
+  _fg_unlock(&heap->lock);
+  return left;
 }
 
 /* A mapping for one large block: `size` bytes (header included) at a segment-aligned

@@ -324,6 +324,7 @@ fg_export void fg_stats_get(fg_stats_t *out) {
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
   _fg_heaps_foreach(merge_heap, out);
+  _fg_heaps_held(out);
   merge_ledger(out, &orphan_ledger);
   for (size_t r = 0; r < FG_CLASS_COUNT; r++) { /* every block of a class has its size */
     fg_stats_class_t *c = &out->classes[r];
@@ -628,6 +629,13 @@ static void write_json(writer_t *w, const fg_stats_t *st) {
   first = false;
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
+  w_printf(w, "},\"held\":{");
+  first = true;
+#define FG_X(name, help)                                          \
+  w_printf(w, "%s\"" #name "\":%lu", first ? "" : ",", st->name); \
+  first = false;
+  FG_STATS_HELD_FIELDS(FG_X)
+#undef FG_X
   w_printf(w,
            "},\"process\":{\"rss\":%lu,\"peak_rss\":%lu,\"minor_faults\":%lu,\"major_faults\":%lu,"
            "\"user_us\":%lu,\"sys_us\":%lu},",
@@ -695,7 +703,7 @@ static void write_leaks_text(writer_t *w) {
 
 static void write_text(writer_t *w, const fg_stats_t *st) {
   totals_t t = totals_of(st);
-  char a1[32], a2[32], a3[32];
+  char a1[32], a2[32], a3[32], a4[32], a5[32], a6[32];
   w_printf(w, "frugal: ledger of pid %d (frugal %s)\n", (int)getpid(), FRUGAL_VERSION);
   if (st->ledger_on) {
     w_printf(w, "  blocks: %lu allocated, %lu freed, %lu live\n", t.allocations, t.frees, t.live_blocks);
@@ -731,6 +739,13 @@ static void write_text(writer_t *w, const fg_stats_t *st) {
            st->large_cache_misses, st->large_cache_evictions, st->large_cache_decays);
   w_printf(w, "  segment cache: %lu hits, %lu misses, %lu evictions, %lu decays\n", st->segment_cache_hits,
            st->segment_cache_misses, st->segment_cache_evictions, st->segment_cache_decays);
+  w_printf(w, "  held for reuse: large cache %s, kept pages %s, free pages %s (+ %s given back), segment cache %s (+ %s given back)\n",
+           human(st->large_cache_bytes, a1, sizeof a1), human(st->kept_page_bytes, a2, sizeof a2),
+           human(st->free_page_bytes, a3, sizeof a3), human(st->free_page_returned_bytes, a4, sizeof a4),
+           human(st->segment_cache_bytes, a5, sizeof a5), human(st->segment_cache_returned_bytes, a6, sizeof a6));
+  w_printf(w, "  given back: %s by decay passes, %s by the purger thread (%lu passes), %s out of memory, %s by fg_collect\n",
+           human(st->returned_decay_bytes, a1, sizeof a1), human(st->returned_idle_bytes, a2, sizeof a2),
+           st->purger_passes, human(st->returned_oom_bytes, a3, sizeof a3), human(st->returned_collect_bytes, a4, sizeof a4));
   w_printf(w, "  OS: mmap %lu (%s), munmap %lu (%s), madvise %lu (%s), mremap %lu\n", st->mmap_calls,
            human(st->mmap_bytes, a1, sizeof a1), st->munmap_calls, human(st->munmap_bytes, a2, sizeof a2),
            st->madvise_calls, human(st->madvise_bytes, a3, sizeof a3), st->mremap_calls);

@@ -18,6 +18,9 @@
 
 #include "frugal-stats.h"
 
+/* A spin lock (internal.h's _fg_lock): 0 free, 1 held. */
+typedef _Atomic(int) fg_lock_t;
+
 /* Indices of the process-wide counters (frugal-stats.h's global field list). */
 enum {
 #define FG_X(name, help) FG_C_##name,
@@ -137,6 +140,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
   fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
+  uint8_t kept;           /* empty, kept in its queue (behind its class's first page) for reuse */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 
@@ -183,12 +187,16 @@ typedef struct fg_heap_s {
   uint64_t decay_at;                    /* ms: next decay pass */
   uint32_t ticks;                       /* slow-path events since the last clock read */
   _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
-  bool owned;                           /* a live thread uses it */
+  _Atomic(bool) owned;                  /* a live thread uses it */
+  /* Guards what the purger thread (purger.c) may give back behind the owner's back: the
+   * heap's segment lists and free page slots, and its large cache. */
+  fg_lock_t lock;
   /* Large blocks: the ones this thread freed, kept for its own next requests without the
    * process cache's lock, and what it has live (allocated minus freed, by this thread:
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
   fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
+  _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
 } fg_heap_t;
