@@ -96,3 +96,5 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _fg_stats_start();
 }
+
+fg_export const char *fg_version(void) { return FRUGAL_VERSION; }
