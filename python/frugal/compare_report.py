@@ -18,6 +18,7 @@ from .plots import colour, style  # noqa: E402
 from .report import CSS, table_html  # noqa: E402
 
 PLOTS = {"time": "time.png", "rss": "rss.png"}
+EXTRA_CSS = "td { white-space: normal; }"  # fifteen columns: a range wraps under its median
 
 
 def plot_figure(c: Comparison, what: str, path: Path) -> None:
@@ -74,7 +75,7 @@ def html_page(c: Comparison) -> str:
     cmd = html.escape(command_text(c))
     meta = "".join(f"<p>{html.escape(line)}</p>" for line in machine_lines(c))
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>frugal compare: {cmd}</title><style>{CSS}</style></head><body>",
+             f"<title>frugal compare: {cmd}</title><style>{CSS}{EXTRA_CSS}</style></head><body>",
              f"<header><h1>frugal compare</h1><p><code>{cmd}</code></p>{meta}</header><main>",
              f"<section><h2>Results</h2><p class='note'>{c.reps} runs per allocator, interleaved in rotated "
              "order. Each figure: median (min–max); time and peak RSS also as a ratio to glibc's and to the "
