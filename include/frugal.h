@@ -16,6 +16,10 @@ extern "C" {
 #define FRUGAL_VERSION_PATCH 0
 #define FRUGAL_VERSION "0.1.0"
 
+/* FRUGAL_VERSION of the library actually loaded, which may differ from the header compiled
+ * against (`frugal --version` reads it from the .so). */
+const char *fg_version(void);
+
 #if defined(__GNUC__)
 #define FG_ATTR_MALLOC __attribute__((malloc))
 #define FG_ATTR_ALLOC_SIZE(n) __attribute__((alloc_size(n)))

@@ -108,3 +108,5 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_stats_start();
   _fg_purger_enable();
 }
+
+fg_export const char *fg_version(void) { return FRUGAL_VERSION; }

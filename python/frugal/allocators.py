@@ -5,8 +5,11 @@ reported and skipped; it is never an error."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
+import subprocess
+import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +26,15 @@ KNOWN_LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_ORDER = tuple(KNOWN_LIBRARIES)
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4", "mimalloc": "libmimalloc2.0"}
-# Variants: an allocator's own library with an option on, measured beside it to price that
-# option (issue #4: what the ledger costs). They come with their base and compete with no one.
+# Variants: an allocator's own library with an option on. The lab measures those of
+# LAB_VARIANTS beside their base to price the option (issue #4: what the ledger costs); they
+# come with their base and compete with no one. `frugal compare` runs any of them by name.
 # The ledger's JSON goes to /dev/null: the cost measured is keeping it, not storing it.
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "frugal+ledger": ("frugal", {"FRUGAL_STATS_FILE": "/dev/null"}),
+    "frugal+secure": ("frugal", {"FRUGAL_SECURE": "1"}),
 }
+LAB_VARIANTS = ("frugal+ledger",)
 
 
 @dataclass
@@ -73,12 +79,22 @@ def find_library(names: Iterable[str], dirs: Iterable[Path]) -> Path | None:
     return None
 
 
+def variant(base: Allocator, name: str) -> Allocator:
+    """The variant `name` of `base`: its library, its environment plus the variant's."""
+    return Allocator(name, base.library, base.available, base.reason,
+                     extra_env={**base.extra_env, **VARIANTS[name][1]}, variant_of=base.name)
+
+
 def variants_of(base: Allocator) -> list[Allocator]:
-    """The variants of an available allocator: its library, its environment plus theirs."""
+    """The lab's variants of an available allocator."""
     if not base.available:
         return []
-    return [Allocator(name, base.library, extra_env={**base.extra_env, **env}, variant_of=base.name)
-            for name, (of, env) in VARIANTS.items() if of == base.name]
+    return [variant(base, name) for name in LAB_VARIANTS if VARIANTS[name][0] == base.name]
+
+
+def spec_items(spec: str | None) -> list[str]:
+    """The items of an --allocators list; None means all known ones."""
+    return [s.strip() for s in spec.split(",") if s.strip()] if spec else list(DEFAULT_ORDER)
 
 
 def discover(
@@ -88,10 +104,9 @@ def discover(
     each marked available or not with the reason. A variant's name in `spec` stands for its
     base, which brings the variant along (`with_variants`)."""
     lib_dirs = system_lib_dirs() if lib_dirs is None else lib_dirs
-    items = [s.strip() for s in spec.split(",") if s.strip()] if spec else list(DEFAULT_ORDER)
     found: list[Allocator] = []
     seen: set[str] = set()
-    for item in items:
+    for item in spec_items(spec):
         item = VARIANTS[item][0] if item in VARIANTS else item
         if "=" in item:
             name, _, path = item.partition("=")
@@ -124,3 +139,61 @@ def discover(
 def with_variants(allocators: list[Allocator]) -> list[Allocator]:
     """The allocators, each available one followed by its variants."""
     return [v for a in allocators for v in [a] + variants_of(a)]
+
+
+def chosen(spec: str | None, build: Path, lib_dirs: list[Path] | None = None) -> list[Allocator]:
+    """The allocators named by `spec` as `frugal compare` runs them: a variant's name stands
+    for that variant alone, and glibc, the reference, comes first whether named or not."""
+    bases = {a.name: a for a in discover(spec, build, lib_dirs)}
+    picked = {"glibc": Allocator("glibc", None)}
+    for item in spec_items(spec):
+        if item in VARIANTS:
+            picked[item] = variant(bases[VARIANTS[item][0]], item)
+        else:
+            name = item.partition("=")[0].strip()
+            picked.setdefault(name, bases[name])
+    return list(picked.values())
+
+
+def default_build() -> Path:
+    """Where libfrugal.so and the lab's workloads (bench/) are: $FRUGAL_BUILD; else, for a
+    frugal installed by `make install`, the directory holding the package's venv
+    (PREFIX/libexec/frugal); else ./build; else the build directory of the checkout whose venv
+    runs this."""
+    if os.environ.get("FRUGAL_BUILD"):
+        return Path(os.environ["FRUGAL_BUILD"])
+    home = Path(sys.prefix).parent
+    for d in (home, Path("build"), home / "build"):
+        if (d / "libfrugal.so").is_file():
+            return d
+    return Path("build")
+
+
+def frugal_version(library: Path) -> str:
+    """FRUGAL_VERSION of the library file itself (fg_version)."""
+    lib = ctypes.CDLL(str(library.resolve()))
+    lib.fg_version.restype = ctypes.c_char_p
+    return lib.fg_version().decode()
+
+
+def library_version(alloc: Allocator) -> str:
+    """The version of an allocator's library: glibc's own, frugal's fg_version, or the Debian
+    package that installed the file (else the file's real name, which often carries it)."""
+    if alloc.library is None:
+        return "glibc " + platform.libc_ver()[1]
+    if (alloc.variant_of or alloc.name) == "frugal":
+        try:
+            return "frugal " + frugal_version(alloc.library)
+        except (OSError, AttributeError):
+            pass  # an older libfrugal without fg_version, or another library under that name
+    real = alloc.library.resolve()
+    try:
+        owner = subprocess.run(["dpkg-query", "-S", str(real)], capture_output=True, text=True, timeout=10)
+        package = owner.stdout.split(":")[0].strip()
+        if owner.returncode == 0 and package:
+            version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True,
+                                     text=True, timeout=10).stdout.strip()
+            return f"{package} {version}"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return real.name

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from . import __version__
+from .allocators import default_build, frugal_version
 from .experiments import EXPERIMENTS
 
 
+BUILD_HELP = ("directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD, the installed one, "
+              "./build, or the checkout's build)")
+ALLOCATORS_HELP = ("comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal, or name=/path/lib.so "
+                   "(default: all known ones; missing ones are skipped)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run).",
+    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run), "
+                                                 "a program under every allocator (compare).",
                                      epilog="frugal --help-env [--build DIR] prints the allocator's FRUGAL_* options.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="store_true", help="print the CLI's and the library's versions")
+    sub = parser.add_subparsers(dest="command")
     bench = sub.add_parser("bench", help="run the seed lab (LAB.md) over every allocator found",
                            description="Run the seed lab's experiments under every allocator found, "
                                        "and write results.json, plots, report.html and report.md.")
     bench.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
                        help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
     bench.add_argument("--allocators", metavar="LIST",
-                       help="comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal (which brings frugal+ledger), "
-                            "or name=/path/lib.so "
-                            "(default: all known ones; missing ones are skipped)")
+                       help=ALLOCATORS_HELP.replace("frugal,", "frugal (which brings frugal+ledger),"))
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
                       help="scaled-down sizes, 3 repetitions, under 5 minutes (the default)")
@@ -35,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="tiny sizes, 1 repetition: seconds, for tests")
     bench.set_defaults(mode="quick")
     bench.add_argument("--out", type=Path, default=Path("out/lab"), help="output directory (default: out/lab)")
-    bench.add_argument("--build", type=Path, default=Path(os.environ.get("FRUGAL_BUILD", "build")),
-                       help="build directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD or build)")
+    bench.add_argument("--build", type=Path, default=default_build(),
+                       help=BUILD_HELP)
     bench.add_argument("--check", action="store_true", help="exit non-zero when a verdict on frugal fails")
     bench.add_argument("--cores", type=int, default=None, help=argparse.SUPPRESS)
 
@@ -51,10 +59,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leaks", action="store_true",
                      help="record a call stack per block and report the blocks live at exit by call site (slower)")
     run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
-    run.add_argument("--build", type=Path, default=Path(os.environ.get("FRUGAL_BUILD", "build")),
-                     help="build directory holding libfrugal.so (default: $FRUGAL_BUILD or build)")
+    run.add_argument("--build", type=Path, default=default_build(),
+                     help=BUILD_HELP)
     run.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                      help="the program and its arguments, after --")
+
+    compare = sub.add_parser("compare", help="run a program under every allocator and say which is best for it",
+                             usage="frugal compare [-n REPS] [--allocators LIST] [--env NAME=K=V ...] [--stdin FILE] "
+                                   "[-o DIR] -- PROGRAM [ARGS...]",
+                             description="Run PROGRAM REPS times under each allocator (interleaved, in rotated "
+                                         "order), measure wall, user and sys time, peak RSS and faults, check its "
+                                         "stdout against glibc's, print a table and name a winner where the runs' "
+                                         "ranges do not overlap; write DIR/results.json, report.html and "
+                                         "report.md. Exit code: the program's under glibc, or 1 (if that was 0) "
+                                         "when another allocator made it fail or print something else.")
+    compare.add_argument("-n", "--reps", type=int, default=5, metavar="REPS", help="runs per allocator (default: 5)")
+    compare.add_argument("--allocators", metavar="LIST",
+                         help=ALLOCATORS_HELP.replace("frugal,", "frugal, frugal+ledger, frugal+secure,")
+                         + "; glibc, the reference, always runs")
+    compare.add_argument("--env", action="append", default=[], metavar="NAME=K=V",
+                         help="set K=V for allocator NAME only, e.g. frugal=FRUGAL_DECAY_MS=100 (repeatable)")
+    compare.add_argument("--stdin", type=Path, metavar="FILE", help="feed FILE to every run's stdin")
+    compare.add_argument("-o", "--out", type=Path, default=Path("out/compare"),
+                         help="output directory (default: out/compare)")
+    compare.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="seconds per run (default: 3600)")
+    compare.add_argument("--build", type=Path, default=default_build(), help=BUILD_HELP)
+    compare.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                         help="the program and its arguments, after --")
     return parser
 
 
@@ -101,31 +132,75 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from .run import run
 
-    command = args.program_argv[1:] if args.program_argv[:1] == ["--"] else args.program_argv
+    command = program_of(args)
     if not command:
-        console.print("[red]error:[/] no program given: frugal run [-o DIR] -- PROGRAM ARGS")
-        return 2
+        return error(console, "no program given: frugal run [-o DIR] -- PROGRAM ARGS")
     if args.interval_ms < 1:
-        console.print("[red]error:[/] --interval-ms must be at least 1")
-        return 2
+        return error(console, "--interval-ms must be at least 1")
     try:
         result = run(command, args.out, args.build, args.interval_ms, args.leaks, console, plots=not args.no_plots)
-    except FileNotFoundError as e:
-        console.print(f"[red]error:[/] {e}")
-        return 127 if "command not found" in str(e) else 2
-    except OSError as e:  # the output directory cannot be made or written
-        console.print(f"[red]error:[/] {e}")
-        return 2
+    except OSError as e:  # the program or libfrugal.so not found, the output directory not writable
+        return error(console, e)
     return result.exit_code
+
+
+def program_of(args: argparse.Namespace) -> list[str]:
+    return args.program_argv[1:] if args.program_argv[:1] == ["--"] else args.program_argv
+
+
+def error(console: Console, problem: object) -> int:
+    """Print the problem; the exit code a shell gives a missing command (127), else 2."""
+    console.print(f"[red]error:[/] {problem}")
+    return 127 if isinstance(problem, FileNotFoundError) and "command not found" in str(problem) else 2
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from .compare import STACKED, compare, table, verdict_lines, write_json
+    from .compare_report import write_compare_reports
+
+    command = program_of(args)
+    if not command:
+        return error(console, "no program given: frugal compare [-n REPS] -- PROGRAM ARGS")
+    if args.reps < 1:
+        return error(console, "-n must be at least 1")
+    try:
+        result = compare(command, args.reps, args.allocators, args.env, args.stdin, args.build, console,
+                         args.timeout)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json(result, args.out / "results.json")
+        write_compare_reports(result, args.out)
+    except (OSError, ValueError) as e:  # as for run; ValueError: a bad --env
+        return error(console, e)
+    head, rows = table(result, STACKED)
+    out = Table(title=f"frugal compare: {' '.join(command)} — {args.reps} runs each, median (min–max)",
+                title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
+    for i, h in enumerate(head):  # the headings wrap, the numbers never do
+        widest = max(len(line) for row in rows for line in row[i].splitlines())
+        out.add_column(h, justify="left" if i == 0 else "right", min_width=widest)
+    for row in rows:
+        out.add_row(*row)
+    console.print(out)
+    for line in verdict_lines(result):
+        console.print(f"  {line}", highlight=False)
+    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+    return result.exit_code
+
+
+def version(build: Path) -> str:
+    lib = build / "libfrugal.so"
+    try:
+        found = f"libfrugal {frugal_version(lib)} ({lib.resolve()})"
+    except (OSError, AttributeError) as e:
+        found = f"libfrugal not found or unreadable at {lib} ({e.__class__.__name__})"
+    return f"frugal CLI {__version__}\n{found}"
 
 
 def help_env(argv: list[str]) -> int:
     """`frugal --help-env [--build DIR]`: the allocator's options table, as libfrugal prints it
     (fg_options_print: name, current value, default, one line of help), on stderr."""
     import ctypes
-    import os
 
-    build = Path(os.environ.get("FRUGAL_BUILD", "build"))
+    build = default_build()
     if "--build" in argv and argv.index("--build") + 1 < len(argv):
         build = Path(argv[argv.index("--build") + 1])
     lib = build / "libfrugal.so"
@@ -144,8 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (make, CI logs) gets a wide console rather than rich's 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    if args.version:
+        print(version(default_build()))
+        return 0
+    if args.command is None:
+        build_parser().print_usage()
+        return 2
     if args.command == "bench":
         return cmd_bench(args, console)
+    if args.command == "compare":
+        return cmd_compare(args, console)
     if args.command == "run":
         # The program's own output goes to stdout too: the summary goes to stderr, after it.
         return cmd_run(args, Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 150))

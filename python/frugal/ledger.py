@@ -35,13 +35,18 @@ def schema() -> dict:
 
 
 def validate(doc: dict) -> list[str]:
-    """Problems of doc against the schema, one line each; [] when it is valid. Needs the
+    """Problems of doc against the ledger's schema (`validate_against`)."""
+    return validate_against(schema(), doc)
+
+
+def validate_against(schema: dict, doc: dict) -> list[str]:
+    """Problems of doc against a JSON schema, one line each; [] when it is valid. Needs the
     jsonschema package (the test extra); without it nothing is checked."""
     try:
         import jsonschema
     except ImportError:
         return []
-    v = jsonschema.Draft202012Validator(schema())
+    v = jsonschema.Draft202012Validator(schema)
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in v.iter_errors(doc)]
 
 

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
 from .experiments import BIG_VARIANTS, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
 from .lab import FRUGAL, MiB, Context, ExpResult  # noqa: E402
@@ -94,7 +94,9 @@ def plot_bufcache(res: ExpResult, ctx: Context, path: Path) -> None:
         ax.set_ylim(0, 1.02)
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_xlabel("step")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v:g}"))
+        # 250k, not 250000: six digits a tick ran into each other across a third of the page.
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_ylabel("requested / handed out")
     ax = axes.flat[5]
     grouped_bars(ax, [p.replace("keep-biggest", "kb") for p in POLICIES], res.allocators,

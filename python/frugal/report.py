@@ -168,7 +168,7 @@ def verdict_html(vs: list[Any]) -> str:
 
 def table_html(head: list[str], rows: list[list[Any]]) -> str:
     body = tabulate([[html.escape(str(c)) for c in r] for r in rows], [html.escape(h) for h in head],
-                    tablefmt="unsafehtml")
+                    tablefmt="unsafehtml", disable_numparse=True)
     return f'<div class="scroll">{body}</div>'
 
 

@@ -51,6 +51,7 @@ class Sample:
     exit_code: int
     records: list[dict] = field(default_factory=list)
     error: str = ""
+    stdout: bytes = field(default=b"", repr=False)
 
     @property
     def ok(self) -> bool:
@@ -59,18 +60,39 @@ class Sample:
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("records")
+        d.pop("stdout")
         return d
 
 
 def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600.0,
             launcher: Path | None = None) -> Sample:
-    """Run argv to completion and measure it from outside with wait4.
+    """Run argv to completion and measure it (`measure_output`); its stdout is parsed as one
+    JSON object per line, the workloads' records."""
+    sample = measure_output(argv, env, timeout, launcher)
+    bad_lines = 0
+    for line in sample.stdout.decode(errors="replace").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            sample.records.append(json.loads(line))
+        except json.JSONDecodeError:
+            bad_lines += 1
+    if bad_lines and not sample.error:
+        sample.error = f"{bad_lines} lines of output were not JSON"
+    return sample
+
+
+def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600.0,
+                   launcher: Path | None = None, stdin: Path | None = None) -> Sample:
+    """Run argv to completion, its stdin read from the file `stdin` (or none), and measure it
+    from outside with wait4; its stdout is kept as it came.
 
     With `launcher` (bench/rusage), the workload is forked by that small program, which
     reports wait4's numbers: a child forked straight from Python would inherit Python's peak
     RSS in ru_maxrss. The environment's LD_PRELOAD then goes to the workload only. Without it,
-    this process's own os.wait4 measures. stdout is parsed as one JSON object per line;
-    stderr's tail is kept as the error when the process fails."""
+    this process's own os.wait4 measures. stderr's tail is kept as the error when the process
+    fails."""
     env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory(prefix="frugal-run-") as tmp:
         ru_file = Path(tmp) / "rusage.json"
@@ -79,8 +101,14 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
             preload = env.pop("LD_PRELOAD", "")
             cmd = [str(launcher), "--out", str(ru_file), "--preload", preload, "--", *cmd]
         err = open(Path(tmp) / "stderr", "w+b")
+        source = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
+        try:
+            proc = subprocess.Popen(cmd, stdin=source, stdout=subprocess.PIPE, stderr=err, env=env,
+                                    start_new_session=True)
+        finally:
+            if stdin is not None:
+                source.close()
         timed_out = threading.Event()
 
         def kill() -> None:
@@ -115,16 +143,6 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
                 measured["exit_code"] = code
             except (OSError, ValueError, KeyError) as e:
                 launcher_error = f"launcher failed ({e.__class__.__name__}): {err_text.strip()[-300:]}"
-    records: list[dict] = []
-    bad_lines = 0
-    for line in out.decode(errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            bad_lines += 1
     code = int(measured["exit_code"])
     error = ""
     if timed_out.is_set():
@@ -134,8 +152,6 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
     elif code != 0:
         what = f"signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
         error = f"{what}: {err_text.strip()[-500:]}" if err_text.strip() else what
-    elif bad_lines:
-        error = f"{bad_lines} lines of output were not JSON"
     return Sample(
         wall=float(measured["wall"]),
         user=float(measured["user"]),
@@ -144,8 +160,8 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
         minflt=int(measured["minflt"]),
         majflt=int(measured["majflt"]),
         exit_code=code,
-        records=records,
         error=error,
+        stdout=out,
     )
 
 
