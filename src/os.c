@@ -57,8 +57,8 @@ static void os_unmap(void *p, size_t size) {
 
 void _fg_os_free(void *p, size_t size) {
   int saved = errno;
+  count_returned(size); /* first: whoever sees RSS drop sees who gave it back */
   os_unmap(p, size);
-  count_returned(size);
   errno = saved;
 }
 
@@ -108,10 +108,10 @@ void _fg_os_purge(void *p, size_t size) {
   uintptr_t start = fg_align_up((uintptr_t)p, FG_OS_PAGE), end = ((uintptr_t)p + size) & ~(FG_OS_PAGE - 1);
   if (end <= start) return;
   int saved = errno;
+  count_returned(end - start);
   madvise((void *)start, end - start, MADV_DONTNEED);
   _fg_count(FG_C_madvise_calls, 1);
   _fg_count(FG_C_madvise_bytes, end - start);
-  count_returned(end - start);
   errno = saved;
 }
 
