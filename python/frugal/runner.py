@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,11 +22,19 @@ from typing import Callable, Sequence
 from .allocators import Allocator
 
 
+# In a cell's arguments, stands for the directory of the built workloads (build/bench).
+BENCH_DIR = "{bench}"
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One command line of one experiment. `parallel` cells measure memory only (not time),
-    so they may run side by side with each other in a phase of their own. `variants` cells run
-    under the allocators' variants too (frugal+ledger), to price an option in time."""
+    """One command line of one experiment. `program` is a workload of build/bench, or else a
+    program on the PATH (an absolute path is taken as it is). `parallel` cells measure memory
+    only (not time), so they may run side by side with each other in a phase of their own.
+    `variants` cells run under the allocators' variants too (frugal+ledger), to price an option
+    in time. With `sample_ms`, the RSS of the workload is sampled from outside that often, or,
+    with `watch`, that of the process of that name among its descendants (a server the
+    workload started). `env` is added to the allocator's environment."""
 
     experiment: str
     key: str
@@ -35,6 +44,9 @@ class Cell:
     parallel: bool = False
     timeout: float = 900.0
     variants: bool = False
+    sample_ms: int = 0
+    watch: str = ""
+    env: dict = field(default_factory=dict, hash=False, compare=False)
     info: dict = field(default_factory=dict, hash=False, compare=False)
 
 
@@ -51,6 +63,7 @@ class Sample:
     exit_code: int
     records: list[dict] = field(default_factory=list)
     error: str = ""
+    rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, bytes)
 
     @property
     def ok(self) -> bool:
@@ -59,18 +72,81 @@ class Sample:
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("records")
+        d.pop("rss")
         return d
 
 
+def children(pid: int) -> list[int]:
+    """The children of every thread of `pid` (none once it is gone)."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def resident_bytes(pid: int) -> int:
+    """`pid`'s RSS from /proc/PID/statm; 0 when it is gone or a zombie."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class RssSampler(threading.Thread):
+    """Samples one process's RSS from outside every `period_s`, from `t0` on: the workload
+    (`root`, or the launcher's child when `root` is the launcher) or, with `watch`, the process
+    of that name among the workload and its descendants, found again if it goes away."""
+
+    def __init__(self, root: int, launched: bool, period_s: float, watch: str, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.root, self.launched, self.period_s, self.watch, self.t0 = root, launched, period_s, watch, t0
+        self.samples: list[tuple[float, int]] = []
+        self.done = threading.Event()
+        self.pid = 0
+
+    def target(self) -> int:
+        workload = (children(self.root) or [0])[0] if self.launched else self.root
+        if not self.watch or not workload:
+            return workload
+        todo = [workload]
+        while todo:
+            pid = todo.pop()
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == self.watch:
+                    return pid
+            except OSError:
+                pass
+            todo += children(pid)
+        return 0
+
+    def run(self) -> None:
+        while not self.done.wait(self.period_s):
+            rss = resident_bytes(self.pid) if self.pid else 0
+            if not rss:
+                self.pid = self.target()
+                rss = resident_bytes(self.pid) if self.pid else 0
+            if rss:
+                self.samples.append((round(time.perf_counter() - self.t0, 4), rss))
+
+    def stop(self) -> list[tuple[float, int]]:
+        self.done.set()
+        self.join()
+        return self.samples
+
+
 def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600.0,
-            launcher: Path | None = None) -> Sample:
+            launcher: Path | None = None, sample_ms: int = 0, watch: str = "") -> Sample:
     """Run argv to completion and measure it from outside with wait4.
 
     With `launcher` (bench/rusage), the workload is forked by that small program, which
     reports wait4's numbers: a child forked straight from Python would inherit Python's peak
     RSS in ru_maxrss. The environment's LD_PRELOAD then goes to the workload only. Without it,
     this process's own os.wait4 measures. stdout is parsed as one JSON object per line;
-    stderr's tail is kept as the error when the process fails."""
+    stderr's tail is kept as the error when the process fails. With `sample_ms`, an
+    RssSampler follows the workload (or the `watch` process) meanwhile."""
     env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory(prefix="frugal-run-") as tmp:
         ru_file = Path(tmp) / "rusage.json"
@@ -81,6 +157,9 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
         err = open(Path(tmp) / "stderr", "w+b")
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
+        sampler = RssSampler(proc.pid, launcher is not None, sample_ms / 1000, watch, start) if sample_ms else None
+        if sampler:
+            sampler.start()
         timed_out = threading.Event()
 
         def kill() -> None:
@@ -99,6 +178,7 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
         finally:
             timer.cancel()
         wall = time.perf_counter() - start
+        rss = sampler.stop() if sampler else []
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         proc.stdout.close()
         err.seek(0)
@@ -146,6 +226,7 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
         exit_code=code,
         records=records,
         error=error,
+        rss=rss,
     )
 
 
@@ -155,7 +236,9 @@ def launcher_of(bench_dir: Path) -> Path | None:
 
 
 def cell_argv(cell: Cell, bench_dir: Path) -> list[str]:
-    return [str(bench_dir / cell.program), *cell.args]
+    built = bench_dir / cell.program
+    program = str(built) if built.is_file() else shutil.which(cell.program) or cell.program
+    return [program, *(a.replace(BENCH_DIR, str(bench_dir)) for a in cell.args)]
 
 
 def probe(alloc: Allocator, bench_dir: Path) -> str:
@@ -205,8 +288,8 @@ def run_jobs(
         rep, cell, alloc = job
         if on_start:
             on_start(job)
-        sample = measure(cell_argv(cell, bench_dir), alloc.env(), timeout=cell.timeout,
-                         launcher=launcher_of(bench_dir))
+        sample = measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
+                         launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
         on_done(job, sample)
 
     if workers <= 1:
