@@ -689,7 +689,8 @@ class Footprint(Experiment):
             "decay (ms)": f"{ctx.decay_ms} ({ctx.decay_source})",
             "sqlite3": f"{p['rows']} rows",
             "python3": f"{p['waves']} waves of {p['records']} records ({PYTHON})",
-            "redis": f"{p['keys']} keys, half deleted",
+            "redis": f"{p['keys']} keys, half deleted (Debian's redis-server links jemalloc: under glibc, "
+                     "libc is preloaded into it)",
             "repetitions": ctx.reps,
         }
         if ctx.mode != "full":
@@ -778,14 +779,15 @@ class Footprint(Experiment):
     def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
         def peak(a: str, c: str) -> str:
             spread = res.spread.get(a, {}).get(c, {}).get("maxrss", math.nan)
-            return (f"{fmt(res.m(a, c, 'maxrss') / MiB, 1)} MiB ±{fmt(100 * spread, 0)} % / "
+            return (f"{fmt(res.m(a, c, 'maxrss') / MiB, 1)} MiB ({fmt(100 * spread, 0)} %) / "
                     f"{fmt(res.m(a, c, 'wall'), 2)} s")
 
         def mib(a: str, c: str, *metrics: str) -> str:
             return " → ".join(fmt(res.m(a, c, k) / MiB, 1) for k in metrics)
 
         rows = [[c] + [peak(a, c) for a in res.allocators] for c in res.cells]
-        tables: list[Table] = [("Peak RSS (spread of the repetitions) / wall time, medians", ["workload"] + res.allocators, rows)]
+        tables: list[Table] = [("Peak RSS (the repetitions' min–max range, % of the median) / wall time, medians",
+                                ["workload"] + res.allocators, rows)]
         rows = []
         if "idle" in res.cells:
             rows.append([f"idle: RSS built → dropped → after idling {idle_wait_ms(ctx)} ms"] +
