@@ -8,10 +8,6 @@
 #include "lab.h"
 
 #define PAGE 4096u
-/* While idling, one small malloc/free every 10 ms (LAB.md): the allocator's slow paths get a
- * chance to run its decay, as they would in a program that is waiting for work. */
-#define IDLE_TICK_NS 10000000ull
-#define IDLE_BLOCK 64u
 
 typedef enum { V_UNTOUCHED, V_TOUCHED, V_FILLED, V_REUSE } variant_t;
 
@@ -24,18 +20,6 @@ static void touch_pages(char *p, size_t size, unsigned char v) {
 static long frugal_decay_ms(void) {
   long (*get)(int) = (long (*)(int))dlsym(RTLD_DEFAULT, "fg_option_get");
   return get ? get(1) : -1;
-}
-
-static void idle_wait(uint64_t ms) {
-  uint64_t end = lab_now_ns() + ms * 1000000ull;
-  while (lab_now_ns() < end) {
-    char *q = malloc(IDLE_BLOCK);
-    if (q) q[0] = 1;
-    lab_escape(q);
-    free(q);
-    struct timespec ts = {0, (long)IDLE_TICK_NS};
-    nanosleep(&ts, NULL);
-  }
 }
 
 static void usage(void) {
@@ -116,7 +100,7 @@ int main(int argc, char **argv) {
   uint64_t rss_after_wait = rss_after_loop, rss_after_trim = 0;
   char trim[128] = "";
   if (wait_ms) {
-    idle_wait(wait_ms);
+    lab_idle(wait_ms);
     rss_after_wait = lab_rss_bytes();
   }
   lab_trim(trim, sizeof trim);

@@ -1,6 +1,7 @@
 /* lab.h — small helpers shared by the seed lab's workloads (LAB.md): clocks, the process's
- * own RSS and fault counts, and option parsing. Header-only and allocation-free, so that the
- * only mallocs a workload makes are the ones its experiment is about. */
+ * own RSS and fault counts, option parsing, idling. Header-only and allocation-free (but for
+ * lab_idle's tick, which is the point of it), so that the only mallocs a workload makes are the
+ * ones its experiment is about. */
 #ifndef FRUGAL_LAB_H
 #define FRUGAL_LAB_H
 
@@ -107,6 +108,22 @@ static inline void lab_trim(char *used, size_t cap) {
 
 /* Keep the compiler from proving a store or a block dead. */
 static inline void lab_escape(void *p) { __asm__ volatile("" : : "g"(p) : "memory"); }
+
+/* Stay nearly idle for `ms`, as a program waiting for work does (LAB.md): one small
+ * malloc/free every 10 ms, so that an allocator's slow paths get a chance to run its decay. */
+#define LAB_IDLE_TICK_NS 10000000ull
+#define LAB_IDLE_BLOCK 64u
+static inline void lab_idle(uint64_t ms) {
+  uint64_t end = lab_now_ns() + ms * 1000000ull;
+  while (lab_now_ns() < end) {
+    char *q = (char *)malloc(LAB_IDLE_BLOCK);
+    if (q) q[0] = 1;
+    lab_escape(q);
+    free(q);
+    struct timespec ts = {0, (long)LAB_IDLE_TICK_NS};
+    nanosleep(&ts, NULL);
+  }
+}
 
 #ifdef __cplusplus
 }

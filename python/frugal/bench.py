@@ -180,7 +180,8 @@ def run_lab(
     cores: int | None = None,
 ) -> LabRun:
     bench_dir = build / "bench"
-    missing = [p for p in ("bufcache", "fifo", "fifo_stl", "bigbuf", "threads", "rusage") if not (bench_dir / p).is_file()]
+    missing = [p for p in ("bufcache", "fifo", "fifo_stl", "bigbuf", "threads", "footprint", "footprint_py.py",
+                           "footprint_redis.py", "footprint.sql", "rusage") if not (bench_dir / p).is_file()]
     if missing:
         raise FileNotFoundError(f"workloads not built in {bench_dir}: {', '.join(missing)} (run `make`)")
     started = time.time()

@@ -104,6 +104,18 @@ def frugal_gate(res: ExpResult, exp: str, name: str, cells: list[str]) -> Verdic
     return None
 
 
+def within_noise(res: ExpResult, a: str, b: str, cell: str, metric: str) -> bool:
+    """LAB.md's Noise: whether the medians of `a` and `b` differ by no more than the min–max
+    ranges of their repetitions put together, so that comparing them would judge noise. Runs
+    that did not vary (one repetition) make no noise: they are compared as they are."""
+    def width(alloc: str, median: float) -> float:
+        return res.spread.get(alloc, {}).get(cell, {}).get(metric, 0.0) * median
+
+    x, y = res.m(a, cell, metric), res.m(b, cell, metric)
+    widths = width(a, x) + width(b, y)
+    return widths > 0 and abs(x - y) <= widths
+
+
 def check_all(exp: str, name: str, checks: list[tuple[str, bool, str]]) -> Verdict:
     """A verdict that passes when every (point, ok, text) check passes; the detail names the
     failing points, or summarises the passing ones."""

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from .experiments import BIG_VARIANTS, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
+from .experiments import BIG_VARIANTS, IDLE_SLACK, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
 from .lab import FRUGAL, MiB, Context, ExpResult  # noqa: E402
 
 COLOURS = {"glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#ff7f0e", "mimalloc": "#9467bd",
@@ -226,8 +226,31 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
     finish_with_legend(fig, axes[0][0], "Seed 4 — threads sharing a heap", path)
 
 
+def plot_footprint(res: ExpResult, ctx: Context, path: Path) -> None:
+    cols = 3
+    rows = max(1, math.ceil(len(res.cells) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(15, 4.25 * rows), squeeze=False)
+    for ax, cell in zip(axes.flat, res.cells):
+        for a in res.allocators:
+            s = res.series.get(a, {}).get(cell, {})
+            if s.get("t"):
+                ax.plot(s["t"], [b / MiB for b in s["rss"]], color=colour(a, res.allocators), lw=width(a) * 0.6, label=a)
+        live = res.m(FRUGAL, cell, "live_bytes") if cell == "idle" else math.nan
+        if not math.isnan(live):
+            ax.axhline(live / MiB, color="black", ls=":", lw=1)
+            ax.axhline((live + IDLE_SLACK) / MiB, color="#d62728", ls=":", lw=1)
+        ax.set_title(f"{cell}" + (" (dotted: live bytes, and live + 8 MiB)" if not math.isnan(live) else ""))
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
+    for ax in axes.flat[len(res.cells):]:
+        ax.set_visible(False)
+    finish_with_legend(fig, axes.flat[0], "Footprint — RSS over time, sampled from outside (the median run of each)", path)
+
+
 PLOTTERS: dict[str, Callable[[ExpResult, Context, Path], None]] = {
-    "bufcache": plot_bufcache, "fifo": plot_fifo, "bigbuf": plot_bigbuf, "threads": plot_threads}
+    "bufcache": plot_bufcache, "fifo": plot_fifo, "bigbuf": plot_bigbuf, "threads": plot_threads,
+    "footprint": plot_footprint}
 
 
 def plot(name: str, res: ExpResult, ctx: Context, path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,11 +22,19 @@ from typing import Callable, Sequence
 from .allocators import Allocator
 
 
+# In a cell's arguments, stands for the directory of the built workloads (build/bench).
+BENCH_DIR = "{bench}"
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One command line of one experiment. `parallel` cells measure memory only (not time),
-    so they may run side by side with each other in a phase of their own. `variants` cells run
-    under the allocators' variants too (frugal+ledger), to price an option in time."""
+    """One command line of one experiment. `program` is a workload of build/bench, or else a
+    program on the PATH (an absolute path is taken as it is). `parallel` cells measure memory
+    only (not time), so they may run side by side with each other in a phase of their own.
+    `variants` cells run under the allocators' variants too (frugal+ledger), to price an option
+    in time. With `sample_ms`, the RSS of the workload is sampled from outside that often, or,
+    with `watch`, that of the process of that name among its descendants (a server the
+    workload started). `env` is added to the allocator's environment."""
 
     experiment: str
     key: str
@@ -35,6 +44,9 @@ class Cell:
     parallel: bool = False
     timeout: float = 900.0
     variants: bool = False
+    sample_ms: int = 0
+    watch: str = ""
+    env: dict = field(default_factory=dict, hash=False, compare=False)
     info: dict = field(default_factory=dict, hash=False, compare=False)
 
 
@@ -52,6 +64,7 @@ class Sample:
     records: list[dict] = field(default_factory=list)
     error: str = ""
     stdout: bytes = field(default=b"", repr=False)
+    rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, bytes)
 
     @property
     def ok(self) -> bool:
@@ -61,14 +74,76 @@ class Sample:
         d = asdict(self)
         d.pop("records")
         d.pop("stdout")
+        d.pop("rss")
         return d
 
 
+def children(pid: int) -> list[int]:
+    """The children of every thread of `pid` (none once it is gone)."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def resident_bytes(pid: int) -> int:
+    """`pid`'s RSS from /proc/PID/statm; 0 when it is gone or a zombie."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class RssSampler(threading.Thread):
+    """Samples one process's RSS from outside every `period_s`, from `t0` on: the workload
+    (`root`, or the launcher's child when `root` is the launcher) or, with `watch`, the process
+    of that name among the workload and its descendants, found again if it goes away."""
+
+    def __init__(self, root: int, launched: bool, period_s: float, watch: str, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.root, self.launched, self.period_s, self.watch, self.t0 = root, launched, period_s, watch, t0
+        self.samples: list[tuple[float, int]] = []
+        self.done = threading.Event()
+        self.pid = 0
+
+    def target(self) -> int:
+        workload = (children(self.root) or [0])[0] if self.launched else self.root
+        if not self.watch or not workload:
+            return workload
+        todo = [workload]
+        while todo:
+            pid = todo.pop()
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == self.watch:
+                    return pid
+            except OSError:
+                pass
+            todo += children(pid)
+        return 0
+
+    def run(self) -> None:
+        while not self.done.wait(self.period_s):
+            rss = resident_bytes(self.pid) if self.pid else 0
+            if not rss:
+                self.pid = self.target()
+                rss = resident_bytes(self.pid) if self.pid else 0
+            if rss:
+                self.samples.append((round(time.perf_counter() - self.t0, 4), rss))
+
+    def stop(self) -> list[tuple[float, int]]:
+        self.done.set()
+        self.join()
+        return self.samples
+
+
 def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600.0,
-            launcher: Path | None = None) -> Sample:
+            launcher: Path | None = None, sample_ms: int = 0, watch: str = "") -> Sample:
     """Run argv to completion and measure it (`measure_output`); its stdout is parsed as one
     JSON object per line, the workloads' records."""
-    sample = measure_output(argv, env, timeout, launcher)
+    sample = measure_output(argv, env, timeout, launcher, sample_ms=sample_ms, watch=watch)
     bad_lines = 0
     for line in sample.stdout.decode(errors="replace").splitlines():
         line = line.strip()
@@ -84,7 +159,8 @@ def measure(argv: Sequence[str], env: dict[str, str] | None = None, timeout: flo
 
 
 def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600.0,
-                   launcher: Path | None = None, stdin: Path | None = None) -> Sample:
+                   launcher: Path | None = None, stdin: Path | None = None, sample_ms: int = 0,
+                   watch: str = "") -> Sample:
     """Run argv to completion, its stdin read from the file `stdin` (or none), and measure it
     from outside with wait4; its stdout is kept as it came.
 
@@ -92,7 +168,8 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
     reports wait4's numbers: a child forked straight from Python would inherit Python's peak
     RSS in ru_maxrss. The environment's LD_PRELOAD then goes to the workload only. Without it,
     this process's own os.wait4 measures. stderr's tail is kept as the error when the process
-    fails."""
+    fails. With `sample_ms`, an RssSampler follows the workload (or the `watch` process)
+    meanwhile."""
     env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory(prefix="frugal-run-") as tmp:
         ru_file = Path(tmp) / "rusage.json"
@@ -109,6 +186,9 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
         finally:
             if stdin is not None:
                 source.close()
+        sampler = RssSampler(proc.pid, launcher is not None, sample_ms / 1000, watch, start) if sample_ms else None
+        if sampler:
+            sampler.start()
         timed_out = threading.Event()
 
         def kill() -> None:
@@ -127,6 +207,7 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
         finally:
             timer.cancel()
         wall = time.perf_counter() - start
+        rss = sampler.stop() if sampler else []
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         proc.stdout.close()
         err.seek(0)
@@ -162,6 +243,7 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
         exit_code=code,
         error=error,
         stdout=out,
+        rss=rss,
     )
 
 
@@ -171,7 +253,9 @@ def launcher_of(bench_dir: Path) -> Path | None:
 
 
 def cell_argv(cell: Cell, bench_dir: Path) -> list[str]:
-    return [str(bench_dir / cell.program), *cell.args]
+    built = bench_dir / cell.program
+    program = str(built) if built.is_file() else shutil.which(cell.program) or cell.program
+    return [program, *(a.replace(BENCH_DIR, str(bench_dir)) for a in cell.args)]
 
 
 def probe(alloc: Allocator, bench_dir: Path) -> str:
@@ -221,8 +305,8 @@ def run_jobs(
         rep, cell, alloc = job
         if on_start:
             on_start(job)
-        sample = measure(cell_argv(cell, bench_dir), alloc.env(), timeout=cell.timeout,
-                         launcher=launcher_of(bench_dir))
+        sample = measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
+                         launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
         on_done(job, sample)
 
     if workers <= 1:

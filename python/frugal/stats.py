@@ -33,6 +33,15 @@ def geomean(values: Iterable[float]) -> float:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def decimate(points: Sequence[tuple[float, float]], n: int) -> list[tuple[float, float]]:
+    """At most `n` of the (x, y) points, in order: the one with the highest y of each run
+    of consecutive points, so that a curve's peaks survive."""
+    if len(points) <= n:
+        return list(points)
+    run = math.ceil(len(points) / n)
+    return [max(points[i:i + run], key=lambda p: p[1]) for i in range(0, len(points), run)]
+
+
 def summarise(samples: Sequence[Mapping[str, object]]) -> dict[str, dict[str, float]]:
     """For every numeric field the samples share: median, spread, min, max and count."""
     keys: list[str] = []

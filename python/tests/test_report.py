@@ -19,10 +19,10 @@ from frugal.plots import plot
 from frugal.report import write_reports
 
 from synthetic import CTX, make
-from test_verdicts import ALLOCS, bigbuf_metrics, bufcache_metrics, fifo_metrics, threads_metrics
+from test_verdicts import ALLOCS, bigbuf_metrics, bufcache_metrics, fifo_metrics, footprint_metrics, threads_metrics
 
 METRICS = {"bufcache": bufcache_metrics(True), "fifo": fifo_metrics(False), "bigbuf": bigbuf_metrics(True),
-           "threads": threads_metrics(True)}
+           "threads": threads_metrics(True), "footprint": footprint_metrics(False)}
 
 
 def synthetic_lab(allocs: tuple[str, ...] = tuple(ALLOCS)) -> LabRun:
@@ -37,6 +37,10 @@ def synthetic_lab(allocs: tuple[str, ...] = tuple(ALLOCS)) -> LabRun:
             for a in allocs:
                 for c in res.cells:
                     res.series[a][c] = {"round_s": [0.1, 0.1, 0.11, 0.1]}
+        if name == "footprint":
+            for a in allocs:
+                for c in res.cells:
+                    res.series[a][c] = {"t": [0.0, 0.5, 1.0], "rss": [1e6, 3e8, 2e8]}
         lab.results[name] = res
         lab.verdicts[name] = exp.verdicts(res, CTX)
         lab.scores[name] = scores(res, exp.scored_cells(res))

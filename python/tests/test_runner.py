@@ -42,6 +42,24 @@ def test_measure_through_launcher_reports_the_child_peak(build: Path) -> None:
     print(f"bufcache peak {small.maxrss >> 10} KiB, python child peak {big.maxrss >> 20} MiB")
 
 
+def test_measure_samples_rss_of_the_workload_or_a_named_descendant(build: Path) -> None:
+    hold = "import time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(0.3)\n"
+    launcher = launcher_of(build / "bench")
+    s = measure([sys.executable, "-c", hold], launcher=launcher, sample_ms=10)
+    assert s.ok, s.error
+    times = [t for t, _ in s.rss]
+    assert len(times) >= 10 and times == sorted(times) and times[-1] <= s.wall
+    assert max(b for _, b in s.rss) >= 64 << 20
+    # A shell that starts python (not exec'ing it: `; true`): the shell stays small, the sampled
+    # process is python, found by its name.
+    name = Path(sys.executable).name[:15]  # comm: the name exec'd, 15 characters at most
+    s = measure(["/bin/sh", "-c", f"{sys.executable} -c '{hold}'; true"], launcher=launcher, sample_ms=10,
+                watch=name)
+    assert s.ok, s.error
+    assert max(b for _, b in s.rss) >= 64 << 20
+    print(f"{len(s.rss)} samples of {name} under /bin/sh, peak {max(b for _, b in s.rss) >> 20} MiB")
+
+
 def test_measure_reports_failures() -> None:
     s = measure([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
     assert not s.ok and s.exit_code == 3 and "boom" in s.error

@@ -28,3 +28,12 @@ def test_summarise_numeric_fields() -> None:
     assert set(s) == {"wall", "rss"}
     assert s["wall"]["median"] == 2.0 and s["wall"]["n"] == 3
     assert s["rss"]["spread"] == 1.0 and s["rss"]["min"] == 10 and s["rss"]["max"] == 30
+
+
+def test_decimate_keeps_order_and_peaks() -> None:
+    points = [(float(t), float(t % 7)) for t in range(1000)]
+    points[503] = (503.0, 99.0)
+    out = stats.decimate(points, 100)
+    assert len(out) <= 100 and [p[0] for p in out] == sorted(p[0] for p in out)
+    assert (503.0, 99.0) in out
+    assert stats.decimate(points[:50], 100) == points[:50]

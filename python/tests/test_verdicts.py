@@ -110,9 +110,45 @@ def test_threads_cross_is_na_without_mimalloc() -> None:
     assert statuses("threads", res)[2] == NA
 
 
+# --- footprint ----------------------------------------------------------------------------------
+def footprint_metrics(good: bool):
+    def f(a: str, info: dict, key: str) -> dict:
+        bad = a == "frugal" and not good
+        m = {"maxrss": (900.0 if bad else 370.0) * MiB if key == "bigrand" else (60.0 if bad else 40.0) * MiB}
+        if key == "idle":
+            m.update(live_bytes=1.0 * MiB, rss_after_idle=(133.0 if bad else 5.0) * MiB)
+        return m
+    return f
+
+
+def test_footprint_pass_and_fail() -> None:
+    assert statuses("footprint", make("footprint", ALLOCS, footprint_metrics(True))) == [PASS, PASS]
+    assert statuses("footprint", make("footprint", ALLOCS, footprint_metrics(False))) == [FAIL, FAIL]
+
+
+def test_footprint_peak_within_noise_is_not_judged() -> None:
+    def f(a: str, info: dict, key: str) -> dict:
+        m = footprint_metrics(True)(a, info, key)
+        if key == "python3/pymalloc" and a == "frugal":
+            m["maxrss"] = 42.0 * MiB  # 2 MiB above glibc's 40
+        return m
+    res = make("footprint", ALLOCS, f)
+    assert statuses("footprint", res)[0] == FAIL  # one repetition each: no spread, judged
+    for a in ("frugal", "glibc"):  # repetitions spanning 3 % of the median: 2.4 MiB in all
+        res.spread[a] = {"python3/pymalloc": {"maxrss": 0.03}}
+    v = EXPERIMENTS["footprint"].verdicts(res, CTX)[0]
+    assert v.status == PASS and "within noise: python3/pymalloc" in v.detail, v.detail
+
+
+def test_footprint_peak_is_na_without_glibc() -> None:
+    res = make("footprint", ["mimalloc", "frugal"], footprint_metrics(True))
+    assert statuses("footprint", res) == [NA, PASS]
+
+
 # --- frugal absent or broken ------------------------------------------------------------------
 @pytest.mark.parametrize("name,metrics", [("bufcache", bufcache_metrics(True)), ("fifo", fifo_metrics(True)),
-                                          ("bigbuf", bigbuf_metrics(True)), ("threads", threads_metrics(True))])
+                                          ("bigbuf", bigbuf_metrics(True)), ("threads", threads_metrics(True)),
+                                          ("footprint", footprint_metrics(True))])
 def test_na_without_frugal_and_fail_when_it_crashed(name: str, metrics) -> None:
     res = make(name, ["glibc", "mimalloc"], metrics)
     assert set(statuses(name, res)) == {NA}
