@@ -180,8 +180,9 @@ def run_lab(
     cores: int | None = None,
 ) -> LabRun:
     bench_dir = build / "bench"
-    missing = [p for p in ("bufcache", "fifo", "fifo_stl", "bigbuf", "threads", "footprint", "footprint_py.py",
-                           "footprint_redis.py", "footprint.sql", "rusage") if not (bench_dir / p).is_file()]
+    manifest = bench_dir / "workloads.txt"  # written by bench/CMakeLists.txt, the one list
+    names = manifest.read_text().split() if manifest.is_file() else ["workloads.txt"]
+    missing = [p for p in names if not (bench_dir / p).is_file()]
     if missing:
         raise FileNotFoundError(f"workloads not built in {bench_dir}: {', '.join(missing)} (run `make`)")
     started = time.time()

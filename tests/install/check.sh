@@ -33,7 +33,7 @@ echo "frugal run: ledger.json and report.html"
 "$frugal" compare -n 1 --allocators glibc,frugal -o cmp -- sort /etc/passwd >cmp.txt
 grep -q '"name": "frugal"' cmp/results.json && test -s cmp/report.html
 echo "frugal compare: results.json and report.html"
-"$frugal" bench bufcache --smoke --allocators glibc,frugal --out lab >lab.txt
+"$frugal" bench bufcache --smoke --allocators glibc,frugal --out lab >lab.txt 2>&1 || { cat lab.txt; exit 1; }
 test -s lab/report.html
 echo "frugal bench --smoke: report.html"
 echo "install: 7 checks, 0 failed"
