@@ -218,7 +218,10 @@ void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 static inline size_t _fg_class_of(size_t size) {
   if (size <= 128) return size <= 8 ? 0 : (size - 1) >> 3;
   size_t k = 63 - (size_t)__builtin_clzl(size - 1); /* 2^k < size <= 2^(k+1), k >= 7 */
-  return FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
+  size_t c = FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
+  if (k < FG_CLASS_PLUS_FIRST) return c;
+  if (k > FG_CLASS_PLUS_LAST) return c + FG_CLASS_PLUS_COUNT;
+  return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + 16);
 }
 size_t _fg_class_size(size_t class_idx);
 fg_segment_kind_t _fg_class_kind(size_t class_idx);

@@ -29,7 +29,7 @@ static fg_stats_sample_t timeline[FG_STATS_TIMELINE_MAX];
 static size_t timeline_len;
 static uint64_t start_ms;
 
-/* ---- histogram buckets: 0, then 8-byte steps to 128, then 8 per doubling ----------------- */
+/* ---- histogram buckets: 0, then one per size class, the classes' formula continued ------- */
 
 /* A request's bucket is its size class + 1 (the class formula continues past the largest
  * class): the inline ledger path counts it from the page's class without recomputing. */
@@ -40,10 +40,7 @@ static size_t bucket_of(size_t size) {
 }
 
 fg_export size_t fg_stats_bucket_lo(size_t i) {
-  if (i == 0) return 0;
-  if (i <= 16) return (i - 1) * 8 + 1;
-  size_t g = (i - 17) / 8, r = (i - 17) % 8;
-  return ((size_t)1 << (7 + g)) + r * ((size_t)1 << (4 + g)) + 1;
+  return i == 0 ? 0 : i == 1 ? 1 : _fg_class_size(i - 2) + 1;
 }
 
 /* ---- where a block's numbers live ---------------------------------------------------------- */

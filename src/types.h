@@ -61,9 +61,15 @@ typedef struct fg_ledger_s {
 #define FG_MAX_PAGES (FG_SEGMENT_SIZE >> FG_SMALL_PAGE_SHIFT)
 
 /* Size classes: 8-byte steps up to 128 B, then 8 classes per doubling up to FG_CLASS_MAX.
- * The step is 1/8 of the lower bound of its doubling, so waste is <= 12.5 % above 128 B. */
+ * The step is 1/8 of the lower bound of its doubling, so waste is <= 12.5 % above 128 B.
+ * Doublings (2^k, 2^(k+1)] from 256 B to 8 KiB begin with one more class, 2^k + 16, for
+ * requests of a power of two plus a header (sizeclass.c). */
 #define FG_CLASS_LINEAR 16 /* 8, 16, ..., 128 */
-#define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7))
+#define FG_CLASS_PLUS_FIRST 8
+#define FG_CLASS_PLUS_LAST 13
+#define FG_CLASS_PLUS_COUNT (FG_CLASS_PLUS_LAST - FG_CLASS_PLUS_FIRST + 1)
+#define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7) + FG_CLASS_PLUS_COUNT)
+_Static_assert(FG_STATS_CLASSES == FG_CLASS_COUNT + 1, "the ledger has a row per class and one for large blocks");
 /* Sizes up to FG_DIRECT_MAX are looked up by words in the heap's direct table. */
 #define FG_DIRECT_MAX 1024
 #define FG_DIRECT_COUNT (FG_DIRECT_MAX / 8 + 1)

@@ -11,16 +11,18 @@
 
 #define MAX_MATRIX ((size_t)4 << 20)
 /* Bytes of the old block filled past the part that must survive: enough to catch a copy
- * that starts or ends at the wrong place, small enough that the 137^2 pairs stay quick. */
+ * that starts or ends at the wrong place, small enough that the 143^2 pairs stay quick. */
 #define SLACK 4096
 
 static size_t class_sizes(size_t *out) {
   size_t n = 0;
   for (size_t s = 0; s <= 128; s += 8)
     out[n++] = s;
-  for (size_t base = 128; base < MAX_MATRIX; base *= 2)
+  for (size_t base = 128; base < MAX_MATRIX; base *= 2) {
+    if (base >= 256 && base <= 8192) out[n++] = base + 16; /* the class right above 2^k */
     for (size_t j = 1; j <= 8; j++)
       out[n++] = base + j * (base / 8);
+  }
   return n;
 }
 
@@ -158,7 +160,7 @@ static void huge(const size_t *sizes, size_t n) {
 int main(void) {
   size_t sizes[200];
   size_t n = class_sizes(sizes);
-  check_note("%zu sizes: 0..128 step 8, then 8 per doubling up to %zu", n, sizes[n - 1]);
+  check_note("%zu sizes: 0..128 step 8, then 8 per doubling (9 from 256 B to 16 KiB) up to %zu", n, sizes[n - 1]);
   double t0 = tu_now();
   matrix("realloc", realloc, sizes, n, 1);
   matrix("fg_realloc (every 3rd size)", fg_realloc, sizes, n, 3);

@@ -87,16 +87,23 @@ def check_that(what: str, ok: bool, got: object) -> None:
 
 def bucket_of(size: int) -> tuple[int, int, int]:
     """Index, lo and hi of a request's histogram bucket, as the schema defines them: size 0
-    alone, then 8-byte steps to 128 B, then 8 buckets per doubling."""
+    alone, then 8-byte steps to 128 B, then 8 buckets per doubling, the doublings from 256 B
+    to 8 KiB led by a bucket of 16 bytes right above their power of two."""
     if size == 0:
         return 0, 0, 0
     if size <= 128:
         i = (size + 7) // 8
         return i, i * 8 - 7, i * 8
     k = (size - 1).bit_length() - 1  # 2^k < size <= 2^(k+1)
+    plus_below = min(max(k - 8, 0), 6)  # doublings below k that have the extra bucket
+    i = 17 + (k - 7) * 8 + plus_below
+    if 8 <= k <= 13:
+        if size <= (1 << k) + 16:
+            return i, (1 << k) + 1, (1 << k) + 16
+        i += 1
     step = 1 << (k - 3)
     lo = (size - 1) // step * step + 1
-    return 17 + (k - 7) * 8 + (lo - (1 << k) - 1) // step, lo, lo + step - 1
+    return i + (lo - (1 << k) - 1) // step, max(lo, (1 << k) + 17 if 8 <= k <= 13 else lo), lo + step - 1
 
 
 Rows = dict[str, dict[str, "int | Between"]]
