@@ -166,6 +166,16 @@ static void free_delayed(fg_heap_t *heap) {
 
 /* ---- allocation slow path ------------------------------------------------------------------- */
 
+/* A page on memory never touched or given back: every GROWTH_STEP of them, idle cached large
+ * blocks give back as much (large.c's _fg_large_trim says why). */
+#define GROWTH_STEP ((size_t)1 << 20)
+static void grew(fg_heap_t *heap, fg_page_t *page) {
+  heap->grown += (size_t)1 << _fg_segment_of(page)->page_shift;
+  if (heap->grown < GROWTH_STEP) return;
+  _fg_large_trim(heap, heap->grown);
+  heap->grown = 0;
+}
+
 static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
   fg_page_t *page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
   if (page == NULL) { /* out of memory: give back everything cached, try again */
@@ -176,6 +186,7 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
     page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
     if (page == NULL) return NULL;
   }
+  if (page->purged) grew(heap, page);
   _fg_page_init(page, heap, c);
   _fg_page_extend(page);
   _fg_queue_push_front(heap, &heap->queues[c], page);

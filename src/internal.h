@@ -48,7 +48,7 @@ void _fg_event(const char *msg); /* FRUGAL_VERBOSE=2: one "frugal: event: " line
 
 /* Why memory is being given back on this thread right now: os.c adds what it gives back to
  * the returned_<reason>_bytes counter, so the ledger says who returned what. */
-typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT } fg_reason_t;
+typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT, FG_BY_GROWTH } fg_reason_t;
 extern __thread uint8_t _fg_returning;
 static inline uint8_t _fg_returning_for(fg_reason_t r) {
   uint8_t old = _fg_returning;
@@ -259,6 +259,7 @@ bool _fg_large_cache_collect(uint64_t now, bool force); /* true: some left */
 bool _fg_large_heap_expire(fg_heap_t *heap, uint64_t now); /* the purger's pass; true: some left */
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force); /* the heap's own cache */
 size_t _fg_large_heap_cached(fg_heap_t *heap); /* bytes in a heap's large cache */
+void _fg_large_trim(fg_heap_t *heap, size_t bytes); /* small pages grew by bytes: give back as much */
 size_t _fg_large_shared_cached(void);          /* bytes in the process cache */
 void _fg_large_lock(void);
 void _fg_large_unlock(void);

@@ -417,6 +417,41 @@ bool _fg_large_cache_collect(uint64_t now, bool force) {
   return left;
 }
 
+/* The cache's least recently freed block, unlinked (NULL when empty). */
+static fg_segment_t *cache_take_oldest(fg_large_cache_t *c) {
+  fg_segment_t *oldest = NULL;
+  size_t at = 0;
+  for (size_t b = 0; b < FG_LARGE_BUCKETS && c->bytes != 0; b++)
+    for (fg_segment_t *s = c->buckets[b]; s != NULL; s = s->next)
+      if (oldest == NULL || s->freed_at < oldest->freed_at) oldest = s, at = b;
+  if (oldest != NULL) cache_remove(c, at, oldest);
+  return oldest;
+}
+
+/* The heap's pages of small blocks grew by `bytes` of memory never touched or given back: a
+ * cached large block that sat idle meanwhile holds memory the program is not using while it
+ * commits more. Give back the least recently freed ones, the heap's then the process's, up to
+ * that much: RSS then follows what the program uses (sqlite3 freed 3 MiB of large blocks, then
+ * grew its small blocks by 20 MiB: the cached blocks were a tenth of its peak RSS above glibc's).
+ * A hot loop over a big buffer (seed 3) is not touched: it does not grow elsewhere. */
+void _fg_large_trim(fg_heap_t *heap, size_t bytes) {
+  fg_segment_t *out = NULL;
+  size_t taken = 0;
+  _fg_lock(&heap->lock);
+  for (fg_segment_t *s; taken < bytes && (s = cache_take_oldest(&heap->large_cache)) != NULL; taken += s->mapped)
+    s->next = out, out = s;
+  _fg_unlock(&heap->lock);
+  _fg_lock(&large_lock);
+  for (fg_segment_t *s = out; s != NULL; s = s->next) live_bytes -= s->mapped; /* heap-cached counted live */
+  for (fg_segment_t *s; taken < bytes && (s = cache_take_oldest(&shared)) != NULL; taken += s->mapped)
+    s->next = out, out = s;
+  _fg_unlock(&large_lock);
+  if (out == NULL) return;
+  uint8_t was = _fg_returning_for(FG_BY_GROWTH);
+  _fg_segment_unmap_list(out, FG_C_large_cache_evictions);
+  _fg_returning = was;
+}
+
 size_t _fg_large_heap_cached(fg_heap_t *heap) {
   _fg_lock(&heap->lock);
   size_t n = heap->large_cache.bytes;

@@ -740,9 +740,10 @@ static void write_text(writer_t *w, const fg_stats_t *st) {
            human(st->large_cache_bytes, a1, sizeof a1), human(st->kept_page_bytes, a2, sizeof a2),
            human(st->free_page_bytes, a3, sizeof a3), human(st->free_page_returned_bytes, a4, sizeof a4),
            human(st->segment_cache_bytes, a5, sizeof a5), human(st->segment_cache_returned_bytes, a6, sizeof a6));
-  w_printf(w, "  given back: %s by decay passes, %s by the purger thread (%lu passes), %s out of memory, %s by fg_collect\n",
+  w_printf(w, "  given back: %s by decay passes, %s by the purger thread (%lu passes), %s out of memory, %s by fg_collect, %s as pages grew\n",
            human(st->returned_decay_bytes, a1, sizeof a1), human(st->returned_idle_bytes, a2, sizeof a2),
-           st->purger_passes, human(st->returned_oom_bytes, a3, sizeof a3), human(st->returned_collect_bytes, a4, sizeof a4));
+           st->purger_passes, human(st->returned_oom_bytes, a3, sizeof a3), human(st->returned_collect_bytes, a4, sizeof a4),
+           human(st->returned_growth_bytes, a5, sizeof a5));
   w_printf(w, "  OS: mmap %lu (%s), munmap %lu (%s), madvise %lu (%s), mremap %lu\n", st->mmap_calls,
            human(st->mmap_bytes, a1, sizeof a1), st->munmap_calls, human(st->munmap_bytes, a2, sizeof a2),
            st->madvise_calls, human(st->madvise_bytes, a3, sizeof a3), st->mremap_calls);

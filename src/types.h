@@ -202,6 +202,7 @@ typedef struct fg_heap_s {
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
   fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
+  size_t grown; /* bytes of pages started on uncommitted memory since the last trim (heap.c) */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
