@@ -6,7 +6,9 @@
  *   - small blocks: 64 MiB of mixed 16 B - 8 KiB blocks, freed, then a fast-path loop;
  *   - a thread that exits leaves its caches to the purger too;
  *   - after fork the child starts a purger of its own and gets its memory back too;
- *   - FRUGAL_PURGE_THREAD=0: no thread is started, and the memory stays until a slow path. */
+ *   - FRUGAL_PURGE_THREAD=0: no thread is started, and the memory stays until a slow path;
+ *   - growth (purger off): 64 MiB of large blocks cached, then 64 MiB of small blocks: the
+ *     cached block goes back as the small pages grow, so the two never add up in RSS. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -56,8 +58,8 @@ static void small_set(void) {
 
 static void *thread_set(void *arg) {
   (void)arg;
+  small_set(); /* first: small pages that grow give back idle cached large blocks */
   large_set();
-  small_set();
   return NULL;
 }
 
@@ -122,6 +124,21 @@ static int run_case(const char *name) {
            threads(), rss / (double)MIB);
     return check_finish("purger off");
   }
+  if (strcmp(name, "growth") == 0) {
+    large_set();
+    built = tu_rss();
+    small_set();
+    fg_stats_get(&st1);
+    size_t peak = tu_status_bytes("VmHWM");
+    uint64_t growth = st1.returned_growth_bytes - st0.returned_growth_bytes;
+    CHECKF(built > start + 32 * MIB && growth >= 64 * MIB && st1.large_cache_bytes == 0,
+           "growth: a cached 64 MiB block (RSS %.1f MiB) given back as small pages grew: %.1f MiB "
+           "as pages grew, %.1f MiB left in the large cache",
+           built / (double)MIB, growth / (double)MIB, st1.large_cache_bytes / (double)MIB);
+    CHECKF(peak < start + 100 * MIB, "growth: peak RSS %.1f MiB above the start (64 MiB large, then ~70 small; "
+           "< 100: they did not add up)", (peak - start) / (double)MIB);
+    return check_finish("purger growth");
+  }
   double took = quiet_until_back(start, fast, &rss);
   fg_stats_get(&st1);
   CHECKF(took >= 0 && took <= 2 * DECAY_MS / 1000.0 + 1.0 && built > start + 32 * MIB,
@@ -160,5 +177,6 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     CHECKF(run_child(cases[i], true), "case %s passed (above)", cases[i]);
   CHECK("case off passed (above)", run_child("off", false));
+  CHECK("case growth passed (above)", run_child("growth", false));
   return check_finish("purger");
 }
