@@ -97,7 +97,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->has_aligned = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
-  page->heap = heap;
+  /* page->heap was set when the slot was taken, under the heap's lock: the purger reads it. */
 }
 
 /* Carve the next blocks into `free`: 4 KiB worth at a time, or one block of 4 KiB or more.
