@@ -201,6 +201,7 @@ static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
 static inline fg_block_t *_fg_tf_top(uintptr_t tf) { return (fg_block_t *)(tf & FG_TF_BLOCK); }
 static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_TF_COUNT_SHIFT); }
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
+void _fg_page_purge_idle(fg_page_t *page, uint64_t check); /* owner: free blocks idle since the last check */
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */

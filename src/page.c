@@ -124,9 +124,47 @@ bool _fg_page_extend(fg_page_t *page) {
   atomic_store_explicit(&page->carved_limit, (uint64_t)page->capacity * err, memory_order_release);
   /* Carving writes each block's first word: small blocks touch all their pages, a block
    * of 4 KiB or more touches one. */
-  if (page->fresh)
+  if (page->fresh) {
     _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * (bsize < FG_OS_PAGE ? bsize : FG_OS_PAGE));
+    page->heap->grown += (size_t)n * bsize; /* what the program is about to commit: heap.c's grew() */
+  }
   return true;
+}
+
+/* ---- idle free blocks give their pages back ------------------------------------------------ */
+
+/* A free block of PURGE_MIN_BLOCK or more spans whole OS pages that only its first word and
+ * mark (below) use. Each check of a page (the owner's, as its heap grows: heap.c) marks its
+ * free blocks with the check's number; a block still free and marked by the previous check
+ * gives back every OS page but its first, and is marked purged so later checks skip it. A
+ * block handed out and freed again between two checks may keep a stale mark: it is then
+ * purged one check early, which costs a refault, never data (the block is free). Secure
+ * mode's freed-block fill would read back as zeros: it is left alone. */
+#define PURGE_MIN_BLOCK ((size_t)8 * FG_OS_PAGE)
+#define PURGE_DONE ((uintptr_t)0x9e3779b97f4a7c15u)
+
+static uintptr_t purge_mark(uint64_t check) { return _fg_secret ^ (check * 0xff51afd7ed558ccdu); }
+
+static void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
+  size_t bsize = page->block_size;
+  for (uint32_t n = 0; !_fg_link_nil(page, l) && n <= page->capacity; n++) {
+    fg_block_t *b = _fg_block(page, l);
+    uintptr_t *mark = (uintptr_t *)b + 1;
+    if (*mark == purge_mark(check - 1)) {
+      uintptr_t lo = fg_align_up((uintptr_t)(mark + 1), FG_OS_PAGE), hi = ((uintptr_t)b + bsize) & ~(FG_OS_PAGE - 1);
+      if (hi > lo) _fg_os_purge((void *)lo, hi - lo);
+      *mark = PURGE_DONE ^ _fg_secret;
+    } else if (*mark != (PURGE_DONE ^ _fg_secret)) {
+      *mark = purge_mark(check);
+    }
+    l = b->next;
+  }
+}
+
+void _fg_page_purge_idle(fg_page_t *page, uint64_t check) {
+  if (page->block_size < PURGE_MIN_BLOCK || _fg_secure_on) return;
+  purge_list(page, page->free, check);
+  purge_list(page, page->local_free, check);
 }
 
 /* Move frees into `free`: what other threads pushed (one atomic exchange that keeps the

@@ -202,7 +202,8 @@ typedef struct fg_heap_s {
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
   fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
-  size_t grown; /* bytes of pages started on uncommitted memory since the last trim (heap.c) */
+  size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
+  uint64_t growth_checks; /* how many such checks */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;

@@ -7,8 +7,9 @@
  *   - a thread that exits leaves its caches to the purger too;
  *   - after fork the child starts a purger of its own and gets its memory back too;
  *   - FRUGAL_PURGE_THREAD=0: no thread is started, and the memory stays until a slow path;
- *   - growth (purger off): 64 MiB of large blocks cached, then 64 MiB of small blocks: the
- *     cached block goes back as the small pages grow, so the two never add up in RSS. */
+ *   - growth (purger off): 64 MiB of large blocks cached and 15 free 200 KiB blocks, then 64
+ *     MiB of small blocks: the cached block and the free blocks' pages go back as the heap
+ *     grows, so the two never add up in RSS. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -127,6 +128,10 @@ static int run_case(const char *name) {
   if (strcmp(name, "growth") == 0) {
     large_set();
     built = tu_rss();
+    enum { BIG = 16, BIG_SIZE = 200 << 10 }; /* a class above 64 KiB: its one page holds 18 */
+    static char *big[BIG];
+    for (int i = 0; i < BIG; i++) memset(big[i] = malloc(BIG_SIZE), 1, BIG_SIZE);
+    for (int i = 1; i < BIG; i++) free(big[i]); /* big[0] keeps their page in use */
     small_set();
     fg_stats_get(&st1);
     size_t peak = tu_status_bytes("VmHWM");
@@ -135,6 +140,11 @@ static int run_case(const char *name) {
            "growth: a cached 64 MiB block (RSS %.1f MiB) given back as small pages grew: %.1f MiB "
            "as pages grew, %.1f MiB left in the large cache",
            built / (double)MIB, growth / (double)MIB, st1.large_cache_bytes / (double)MIB);
+    /* 15 free blocks of 200 KiB: all but their first OS page each (2.9 MiB) */
+    CHECKF(growth >= 64 * MIB + 15 * (size_t)(BIG_SIZE - 4096),
+           "growth: and the 15 free 200 KiB blocks idle meanwhile gave back their pages (%.1f MiB "
+           "beyond the large block)", (growth - 64 * MIB) / (double)MIB);
+    free(big[0]);
     CHECKF(peak < start + 100 * MIB, "growth: peak RSS %.1f MiB above the start (64 MiB large, then ~70 small; "
            "< 100: they did not add up)", (peak - start) / (double)MIB);
     return check_finish("purger growth");
