@@ -231,13 +231,16 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
   fg_segment_t *t = s;
   if (!_fg_os_resize(s, old, need)) { /* not in place: onto a new range */
     t = _fg_os_alloc_aligned(need, FG_SEGMENT_SIZE);
+    /* Out of the segment map before the move: once moved, another thread may map a segment
+     * at s and register it, and clearing s after would unregister that one (the stress test
+     * then saw its new block as "not a frugal pointer"). */
+    _fg_segmap_set(s, false);
     if (t == NULL || !_fg_os_move(s, old, t, need)) {
       if (t != NULL) _fg_os_free(t, need);
       _fg_count(FG_C_large_cache_evictions, 1);
-      _fg_segment_unmap(s);
+      _fg_os_free(s, old);
       return NULL;
     }
-    _fg_segmap_set(s, false); /* reads no header: s is gone */
     _fg_segment_large_init(t, need);
   }
   t->mapped = need;
