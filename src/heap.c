@@ -110,11 +110,11 @@ void _fg_heap_page_unfull(fg_page_t *page) {
   _fg_queue_push_back(heap, &heap->queues[page->class_idx], page);
 }
 
-static void page_release(fg_heap_t *heap, fg_page_t *page, bool purge_now) {
+static void page_release(fg_heap_t *heap, fg_page_t *page) {
   _fg_page_unkeep(heap, page);
   _fg_queue_remove(heap, _fg_page_in_full(page) ? &heap->full : &heap->queues[page->class_idx], page);
   _fg_page_flag(page, FG_USED_FULL, false);
-  _fg_segment_page_free(page, purge_now);
+  _fg_segment_page_free(page);
 }
 
 /* The owner freed the last block of a page. The page stays in its queue, its blocks still
@@ -137,7 +137,7 @@ void _fg_heap_page_retire(fg_page_t *page) {
     return;
   }
   if (atomic_load_explicit(&heap->kept_bytes, memory_order_relaxed) + _fg_page_bytes(page) > KEPT_MAX) {
-    page_release(heap, page, false);
+    page_release(heap, page);
     _fg_purger_wake();
   } else {
     if (page->next != NULL) {
@@ -275,7 +275,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
         if (page->freed_at == 0) page->freed_at = now;
         if (page->freed_at + decay > now) continue;
       }
-      page_release(heap, page, false); /* purged below, neighbours together */
+      page_release(heap, page); /* purged below, neighbours together */
     }
   }
   _fg_segment_purge_expired(heap, now, force);

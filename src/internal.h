@@ -80,7 +80,6 @@ void _fg_os_purge(void *p, size_t size);                       /* give the pages
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
 bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size); /* onto the mapping at `to` */
 uint64_t _fg_clock_ms(void);
-void _fg_yield(void);
 uintptr_t _fg_os_random(void);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
@@ -119,7 +118,7 @@ static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
   return _fg_page_at(s, p, s->page_shift);
 }
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
-void _fg_segment_page_free(fg_page_t *page, bool purge_now);
+void _fg_segment_page_free(fg_page_t *page);
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
 bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force); /* true: some left */
 bool _fg_segment_cache_collect(uint64_t now, bool force); /* true: some left */
@@ -238,7 +237,6 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
-void _fg_heaps_after_fork_child(void);
 void _fg_heaps_lock(void);
 void _fg_heaps_unlock(bool child);
 void _fg_heap_tick(fg_heap_t *heap); /* slow-path heartbeat: runs decay when it is due */

@@ -208,10 +208,10 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
   return page;
 }
 
-/* Give a page slot back to its segment; a segment with no page left goes to the cache.
- * The slot's memory stays committed until the decay pass (a page freed and soon reused
- * should not fault again), unless purge_now. */
-void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
+/* Give a page slot back to its segment. The slot's memory stays committed until the decay
+ * pass (a page freed and soon reused should not fault again); an exited thread's empty
+ * segment goes to the cache at once. */
+void _fg_segment_page_free(fg_page_t *page) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
@@ -233,12 +233,7 @@ void _fg_segment_page_free(fg_page_t *page, bool purge_now) {
      * empties a page batch after batch (the lab's threads) took it to the shared cache and
      * back each time, and the cache's lock is what threads then met on. */
     s->freed_at = page->freed_at;
-    if (!heap->owned || purge_now) segment_release(heap, s);
-  } else if (purge_now) {
-    uint8_t *start;
-    size_t area = _fg_page_area(s, page, &start);
-    _fg_os_purge(start, area);
-    page->purged = 1;
+    if (!heap->owned) segment_release(heap, s);
   }
   _fg_unlock(&heap->lock);
 }

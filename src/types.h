@@ -58,7 +58,6 @@ typedef struct fg_ledger_s {
 #define FG_SMALL_MAX ((size_t)8 * 1024)
 #define FG_MEDIUM_MAX ((size_t)64 * 1024)
 #define FG_CLASS_MAX ((size_t)512 * 1024) /* above this: a large block of its own */
-#define FG_MAX_PAGES (FG_SEGMENT_SIZE >> FG_SMALL_PAGE_SHIFT)
 
 /* Size classes: 8-byte steps up to 128 B, then 8 classes per doubling up to FG_CLASS_MAX.
  * The step is 1/8 of the lower bound of its doubling, so waste is <= 12.5 % above 128 B.
@@ -86,7 +85,7 @@ typedef enum fg_segment_kind_e {
   FG_SEG_LARGE = FG_SEG_KINDS, /* one large block */
 } fg_segment_kind_t;
 
-/* A free-list link: the address of a block plus FG_LINK_BIAS, xor-ed with its page's key
+/* A free-list link: the address of a block plus FG_LINK_TAG, xor-ed with its page's key
  * (0 unless FRUGAL_SECURE is on). See internal.h's _fg_link for why. */
 typedef uintptr_t fg_link_t;
 
