@@ -60,7 +60,7 @@ bool fg_is_owned(const void *p);
 
 /* Options: one table, read from FRUGAL_* environment variables at start (see README). */
 typedef enum fg_option_e {
-  FG_OPTION_VERBOSE,           /* FRUGAL_VERBOSE: print option warnings and events */
+  FG_OPTION_VERBOSE,           /* FRUGAL_VERBOSE: events on stderr (warnings always print) */
   FG_OPTION_DECAY_MS,          /* FRUGAL_DECAY_MS: ms of disuse before free memory returns to the OS */
   FG_OPTION_LARGE_CACHE_MB,    /* FRUGAL_LARGE_CACHE_MB: bytes of freed large blocks kept for reuse */
   FG_OPTION_SEGMENT_CACHE_MB,  /* FRUGAL_SEGMENT_CACHE_MB: bytes of empty segments kept for reuse */

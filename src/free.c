@@ -252,5 +252,5 @@ fg_export bool fg_is_owned(const void *p) {
 fg_export void fg_collect(bool force) {
   uint8_t was = _fg_returning_for(FG_BY_COLLECT);
   _fg_collect_all(_fg_heap(), force);
-  _fg_returning = was;
+  _fg_returning_end(was);
 }

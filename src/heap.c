@@ -181,16 +181,16 @@ static fg_noinline void grew(fg_heap_t *heap) {
   for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
     for (fg_page_t *page = heap->queues[c].first; page != NULL; page = page->next)
       _fg_page_purge_idle(page, heap->growth_checks);
-  _fg_returning = was;
+  _fg_returning_end(was);
 }
 
 static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
   fg_page_t *page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
   if (page == NULL) { /* out of memory: give back everything cached, try again */
     uint8_t was = _fg_returning_for(FG_BY_OOM);
-    _fg_event("out of memory: caches given back, retrying");
+    _fg_event(1, "out of memory: caches given back, retrying");
     _fg_collect_all(heap, true);
-    _fg_returning = was;
+    _fg_returning_end(was);
     page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
     if (page == NULL) return NULL;
   }
@@ -321,7 +321,7 @@ bool _fg_heaps_purge(uint64_t now) {
   left |= _fg_segment_cache_collect(now, false);
   left |= _fg_large_cache_collect(now, false);
   pthread_mutex_unlock(&heaps_lock);
-  _fg_returning = was;
+  _fg_returning_end(was);
   return left;
 }
 
@@ -343,7 +343,7 @@ static void decay_if_due(fg_heap_t *heap) {
   }
   _fg_segment_cache_collect(now, false);
   _fg_large_cache_collect(now, false);
-  _fg_returning = was;
+  _fg_returning_end(was);
 }
 
 /* The ledger merges every heap, live or abandoned. */

@@ -32,14 +32,36 @@ void _fg_warning(const char *msg, const char *detail) {
   _fg_write_stderr(line);
 }
 
-void _fg_event(const char *msg) {
-  if (_fg_option(FG_OPTION_VERBOSE) < 2) return;
-  char line[256];
-  size_t n = 0;
-  for (const char *parts[] = {"frugal: event: ", msg, "\n", NULL}, **q = parts; *q; q++)
-    for (const char *c = *q; *c && n < sizeof line - 1; c++) line[n++] = *c;
+/* "frugal: event: <msg>[<bytes> bytes]" when FRUGAL_VERBOSE >= level; no allocation. */
+static void event_line(int level, const char *msg, uint64_t bytes, bool with_bytes) {
+  if (_fg_option(FG_OPTION_VERBOSE) < level) return;
+  char line[256], digits[24];
+  size_t n = 0, d = 0;
+  do digits[d++] = (char)('0' + bytes % 10); while ((bytes /= 10) != 0);
+  for (const char *c = "frugal: event: "; *c; c++) line[n++] = *c;
+  for (const char *c = msg; *c && n < sizeof line - 40; c++) line[n++] = *c;
+  if (with_bytes) {
+    while (d > 0) line[n++] = digits[--d];
+    for (const char *c = " bytes"; *c; c++) line[n++] = *c;
+  }
+  line[n++] = '\n';
   line[n] = '\0';
   _fg_write_stderr(line);
+}
+
+void _fg_event(int level, const char *msg) { event_line(level, msg, 0, false); }
+
+/* The end of a _fg_returning_for scope: what it gave back (os.c counts it), one event at
+ * FRUGAL_VERBOSE=2, and the reason of the enclosing scope back. */
+void _fg_returning_end(uint8_t was) {
+  static const char *const gave[] = {
+      [FG_BY_DECAY] = "decay pass gave back ", [FG_BY_IDLE] = "purger thread gave back ",
+      [FG_BY_OOM] = "out of memory: caches gave back ", [FG_BY_COLLECT] = "fg_collect gave back ",
+      [FG_BY_GROWTH] = "as the heap grew, idle memory gave back "};
+  if (_fg_returned_bytes != 0 && _fg_returning != FG_BY_NONE)
+    event_line(2, gave[_fg_returning], _fg_returned_bytes, true);
+  _fg_returned_bytes = 0;
+  _fg_returning = was;
 }
 
 /* One line, "frugal: <what> at 0x...", then abort: never a silent corruption. */

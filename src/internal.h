@@ -44,17 +44,22 @@ extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
 void _fg_process_init(void); /* idempotent; safe before constructors run */
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
-void _fg_event(const char *msg); /* FRUGAL_VERBOSE=2: one "frugal: event: " line */
+/* One "frugal: event: " line on stderr when FRUGAL_VERBOSE >= level: 1 for rare events (an
+ * out-of-memory retry, a full cache giving a block back at once, no purger thread), 2 for
+ * every pass that gives memory back (_fg_returning_end prints those). */
+void _fg_event(int level, const char *msg);
 
 /* Why memory is being given back on this thread right now: os.c adds what it gives back to
  * the returned_<reason>_bytes counter, so the ledger says who returned what. */
 typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT, FG_BY_GROWTH } fg_reason_t;
 extern __thread uint8_t _fg_returning;
+extern __thread uint64_t _fg_returned_bytes; /* given back since the scope began (os.c) */
 static inline uint8_t _fg_returning_for(fg_reason_t r) {
   uint8_t old = _fg_returning;
   _fg_returning = (uint8_t)r;
   return old;
 }
+void _fg_returning_end(uint8_t was); /* closes the scope _fg_returning_for opened */
 void _fg_write_stderr(const char *s);
 
 /* ---- counters (stats.c owns them; every layer may count) ------------------------------- */

@@ -125,6 +125,7 @@ static void shared_put_list(fg_segment_t *list) {
     shared_put_locked(list, &evicted);
   }
   _fg_unlock(&large_lock);
+  if (evicted != NULL) _fg_event(1, "large cache full: a freed block goes back to the OS at once");
   _fg_segment_unmap_list(evicted, FG_C_large_cache_evictions);
 }
 
@@ -319,9 +320,9 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     s = _fg_segment_map_large(need);
     if (s == NULL) { /* memory held in the caches may be what is missing */
       uint8_t was = _fg_returning_for(FG_BY_OOM);
-      _fg_event("out of memory: caches given back, retrying");
+      _fg_event(1, "out of memory: caches given back, retrying");
       _fg_collect_all(heap != NULL ? heap : &_fg_heap_empty, true);
-      _fg_returning = was;
+      _fg_returning_end(was);
       s = _fg_segment_map_large(need);
     }
     if (s == NULL) {
@@ -452,7 +453,7 @@ void _fg_large_trim(fg_heap_t *heap, size_t bytes) {
   if (out == NULL) return;
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   _fg_segment_unmap_list(out, FG_C_large_cache_evictions);
-  _fg_returning = was;
+  _fg_returning_end(was);
 }
 
 size_t _fg_large_heap_cached(fg_heap_t *heap) {

@@ -20,7 +20,7 @@ typedef struct option_row_s {
  * lab's 1 GiB FIFO (seed 2) re-faulted every round (24 ns per 32 B block against 11 ns for
  * mimalloc, which keeps its pages): a round's memory must survive until the next round. */
 static const option_row_t rows[FG_OPTION_COUNT] = {
-    [FG_OPTION_VERBOSE] = {"FRUGAL_VERBOSE", 0, 0, 2, false, "print warnings (1) and events (2) on stderr"},
+    [FG_OPTION_VERBOSE] = {"FRUGAL_VERBOSE", 0, 0, 2, false, "events on stderr: 1 rare ones (out-of-memory retries, full caches), 2 also every give-back"},
     [FG_OPTION_DECAY_MS] = {"FRUGAL_DECAY_MS", 1000, 0, 3600000, false,
                             "ms a free page, segment or large block stays before it returns to the OS"},
     [FG_OPTION_LARGE_CACHE_MB] = {"FRUGAL_LARGE_CACHE_MB", 1024, 0, 1 << 20, false,

@@ -43,10 +43,13 @@ static void *os_map_at(uintptr_t hint, size_t size) {
 static void *os_map(size_t size) { return os_map_at(0, size); }
 
 __thread uint8_t _fg_returning __attribute__((tls_model("initial-exec")));
+__thread uint64_t _fg_returned_bytes __attribute__((tls_model("initial-exec")));
 
 /* Memory given back for a reason (a decay, the purger, out of memory, fg_collect). */
 static void count_returned(size_t size) {
-  if (_fg_returning != FG_BY_NONE) _fg_count(FG_C_returned_decay_bytes + _fg_returning - FG_BY_DECAY, size);
+  if (_fg_returning == FG_BY_NONE) return;
+  _fg_count(FG_C_returned_decay_bytes + _fg_returning - FG_BY_DECAY, size);
+  _fg_returned_bytes += size;
 }
 
 static void os_unmap(void *p, size_t size) {

@@ -68,7 +68,7 @@ static fg_noinline void start(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   atomic_store(&state, err == 0 ? RUNNING : OFF); /* a failed start is not retried on every call */
-  if (err != 0) _fg_event("purger thread not started: memory is given back on slow paths only");
+  if (err != 0) _fg_event(1, "purger thread not started: memory is given back on slow paths only");
 }
 
 static fg_noinline void wake_parked(void) {

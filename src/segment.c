@@ -59,6 +59,7 @@ static void segment_to_cache(fg_segment_t *s) {
   }
   _fg_unlock(&cache_lock);
   if (!keep) {
+    _fg_event(1, "segment cache full: an empty segment goes back to the OS at once");
     _fg_count(FG_C_segment_cache_evictions, 1);
     _fg_segment_unmap(s);
   }
