@@ -5,24 +5,54 @@
 #ifndef FG_TEST_OOM_FILL_H
 #define FG_TEST_OOM_FILL_H
 
+#include <malloc.h>
+
+#include "check.h"
 #include "testutil.h"
 
 /* The limit sits this far above VmSize: two 33 MiB blocks fit in it, seven of 9 MiB, about 18
  * segments of small blocks; small enough that touching a fill of every class stays quick. */
 #define OF_HEADROOM_MIB 72
 
-/* The size classes (src/types.h): 8-byte steps to 128 B, then 8 per doubling to 512 KiB. */
-#define OF_CLASSES (16 + 8 * 12)
-static inline size_t of_class_size(size_t c) {
-  if (c < 16) return (c + 1) * 8;
-  size_t g = (c - 16) / 8, j = (c - 16) % 8 + 1;
-  return ((size_t)1 << (7 + g)) + j * ((size_t)1 << (4 + g));
+/* The size classes, read from the allocator itself (no second copy of its rule): each
+ * distinct usable size of requests 8 B .. 512 KiB, the largest class. Listed by main before
+ * any limit; the children inherit the list. */
+#define OF_CLASSES_MAX 256
+static size_t of_classes[OF_CLASSES_MAX];
+static int of_class_count;
+static inline void of_list_classes(void) {
+  size_t last = 0;
+  for (size_t n = 8; n <= (512u << 10) && of_class_count < OF_CLASSES_MAX; n += 8) {
+    void *p = malloc(n);
+    size_t u = malloc_usable_size(p);
+    free(p);
+    if (u != last) of_classes[of_class_count++] = last = u;
+  }
+  malloc_trim(0); /* the segments the listing mapped would otherwise fill a child's headroom */
 }
 
 /* Large blocks (above the last class): just above it, one that takes several segments' worth
  * of address space, and one bigger than a quarter of the headroom. */
 #define OF_LARGES 3
 static const size_t of_large_sizes[OF_LARGES] = {600u << 10, 9u << 20, 33u << 20};
+
+/* Children killed by a signal (a crash, or the alarm of a hang), over all scenarios. */
+static int of_crashed;
+
+/* Run fn(arg) in a child; false (with how it ended) unless it exited 0. */
+static inline bool of_in_child(void (*fn)(void *), void *arg, const char *label) {
+  tu_child_t c;
+  char how[64];
+  if (!tu_run_child(fn, arg, 60, &c)) {
+    check_note("%s: could not run the child", label);
+    return false;
+  }
+  if (tu_child_exited_ok(&c)) return true;
+  of_crashed += WIFSIGNALED(c.status);
+  check_note("%s: child ended with %s%s%s", label, tu_child_how(&c, how, sizeof how),
+             c.err_len ? "; stderr: " : "", c.err);
+  return false;
+}
 
 /* Cap the address space at VmSize + headroom (the hard limit stays). False if refused. */
 static inline bool of_limit(size_t headroom_mib) {

@@ -46,9 +46,9 @@ static void check_others(const char *after) {
          n ? "; refused:" : "", refused);
   refused[0] = '\0';
   n = 0;
-  for (size_t c = 0; c < OF_CLASSES; c++)
-    if (!one_block(of_class_size(c))) note_refused(refused, sizeof refused, &n, of_class_size(c));
-  CHECKF(n == 0, "%s: then one block of each of the %d classes succeeds%s%s (%d refused)", after, OF_CLASSES,
+  for (size_t c = 0; c < (size_t)of_class_count; c++)
+    if (!one_block(of_classes[c])) note_refused(refused, sizeof refused, &n, of_classes[c]);
+  CHECKF(n == 0, "%s: then one block of each of the %d classes succeeds%s%s (%d refused)", after, of_class_count,
          n ? "; refused:" : "", refused, n);
 }
 
@@ -155,44 +155,28 @@ static void issue_case(void *arg) {
   child_end("oom_recover (issue 10 child)");
 }
 
-/* Children killed by a signal (a crash, or the alarm of a hang), over all scenarios. */
-static int crashed;
-
-/* Run fn(arg) in a child; false (with how it ended) unless it exited 0. */
-static bool in_child(void (*fn)(void *), void *arg, const char *label) {
-  tu_child_t c;
-  char how[64];
-  if (!tu_run_child(fn, arg, 60, &c)) {
-    check_note("%s: could not run the child", label);
-    return false;
-  }
-  if (tu_child_exited_ok(&c)) return true;
-  crashed += WIFSIGNALED(c.status);
-  check_note("%s: child ended with %s%s%s", label, tu_child_how(&c, how, sizeof how),
-             c.err_len ? "; stderr: " : "", c.err);
-  return false;
-}
 
 int main(void) {
   double t0 = tu_now();
+  of_list_classes();
   check_note("RLIMIT_AS = VmSize + %d MiB, set in a child per scenario", OF_HEADROOM_MIB);
 
   int failed = 0;
   char label[64], name[32];
-  for (size_t c = 0; c < OF_CLASSES; c++) {
-    size_t size = of_class_size(c);
+  for (size_t c = 0; c < (size_t)of_class_count; c++) {
+    size_t size = of_classes[c];
     snprintf(label, sizeof label, "class %zu (%s)", c, of_name(size, name, sizeof name));
-    failed += !in_child(fill_and_recover, &size, label);
+    failed += !of_in_child(fill_and_recover, &size, label);
   }
   CHECKF(failed == 0,
          "every class: fill until NULL, free, then the same size, the large sizes and every class "
-         "succeed (%d of %d classes failed)", failed, OF_CLASSES);
+         "succeed (%d of %d classes failed)", failed, of_class_count);
 
   failed = 0;
   for (int i = 0; i < OF_LARGES; i++) {
     size_t size = of_large_sizes[i];
     snprintf(label, sizeof label, "large %s", of_name(size, name, sizeof name));
-    failed += !in_child(fill_and_recover, (void *)&of_large_sizes[i], label);
+    failed += !of_in_child(fill_and_recover, (void *)&of_large_sizes[i], label);
   }
   CHECKF(failed == 0,
          "large sizes: fill until NULL, free, then the same size, the large sizes and every class "
@@ -203,21 +187,21 @@ int main(void) {
       {48u << 10, 600u << 10}, {33u << 20, 8}, {8, 33u << 20}};
   const int npairs = (int)(sizeof pairs / sizeof pairs[0]);
   failed = 0;
-  for (int i = 0; i < npairs; i++) failed += !in_child(refill, (void *)&pairs[i], "mixed");
+  for (int i = 0; i < npairs; i++) failed += !of_in_child(refill, (void *)&pairs[i], "mixed");
   CHECKF(failed == 0,
          "mixed: memory one size filled, once freed, holds as much of another (%d of %d pairs failed)",
          failed, npairs);
 
   CHECK("blocks of a thread that exited, freed by another: large and small blocks succeed after",
-        in_child(other_thread, NULL, "other thread"));
+        of_in_child(other_thread, NULL, "other thread"));
 
   static const size_t heights[] = {32, 72, 256};
   failed = 0;
-  for (int i = 0; i < 3; i++) failed += !in_child(issue_case, (void *)&heights[i], "issue 10 case");
+  for (int i = 0; i < 3; i++) failed += !of_in_child(issue_case, (void *)&heights[i], "issue 10 case");
   CHECKF(failed == 0, "issue 10: 9 MiB blocks until NULL, all freed, one again (%d of 3 heights failed)",
          failed);
-  CHECKF(crashed == 0, "no child was killed by a signal: no crash and no hang under exhaustion (%d were)",
-         crashed);
+  CHECKF(of_crashed == 0, "no child was killed by a signal: no crash and no hang under exhaustion (%d were)",
+         of_crashed);
 
   check_note("%.1f s", tu_now() - t0);
   return check_finish("oom_recover");

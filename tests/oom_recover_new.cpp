@@ -81,9 +81,9 @@ void check_others(const char *after) {
          refused);
   refused[0] = '\0';
   n = 0;
-  for (size_t c = 0; c < OF_CLASSES; c++)
-    if (!one_block(of_class_size(c))) note_refused(refused, sizeof refused, &n, of_class_size(c));
-  CHECKF(n == 0, "%s: then new char[] of each of the %d classes succeeds%s%s (%d threw)", after, OF_CLASSES,
+  for (size_t c = 0; c < (size_t)of_class_count; c++)
+    if (!one_block(of_classes[c])) note_refused(refused, sizeof refused, &n, of_classes[c]);
+  CHECKF(n == 0, "%s: then new char[] of each of the %d classes succeeds%s%s (%d threw)", after, of_class_count,
          n ? "; threw:" : "", refused, n);
 }
 
@@ -215,42 +215,28 @@ void vector_recovers(void *) {
   child_end("oom_recover_new (vector child)");
 }
 
-int crashed;
-
-bool in_child(void (*fn)(void *), void *arg, const char *label) {
-  tu_child_t c;
-  char how[64];
-  if (!tu_run_child(fn, arg, 60, &c)) {
-    check_note("%s: could not run the child", label);
-    return false;
-  }
-  if (tu_child_exited_ok(&c)) return true;
-  crashed += WIFSIGNALED(c.status);
-  check_note("%s: child ended with %s%s%s", label, tu_child_how(&c, how, sizeof how),
-             c.err_len ? "; stderr: " : "", c.err);
-  return false;
-}
 
 }  // namespace
 
 int main() {
   double t0 = tu_now();
+  of_list_classes();
   check_note("RLIMIT_AS = VmSize + %d MiB, set in a child per scenario", OF_HEADROOM_MIB);
 
   int failed = 0;
   char label[64], name[32];
-  for (size_t c = 0; c < OF_CLASSES; c++) {
-    size_t size = of_class_size(c);
+  for (size_t c = 0; c < (size_t)of_class_count; c++) {
+    size_t size = of_classes[c];
     std::snprintf(label, sizeof label, "class %zu (%s)", c, of_name(size, name, sizeof name));
-    failed += !in_child(fill_and_recover, &size, label);
+    failed += !of_in_child(fill_and_recover, &size, label);
   }
   CHECKF(failed == 0, "every class: new[] until bad_alloc, delete[], then the same size, the large sizes "
-         "and every class succeed (%d of %d classes failed)", failed, OF_CLASSES);
+         "and every class succeed (%d of %d classes failed)", failed, of_class_count);
 
   failed = 0;
   for (size_t i = 0; i < OF_LARGES; i++) {
     std::snprintf(label, sizeof label, "large %s", of_name(of_large_sizes[i], name, sizeof name));
-    failed += !in_child(fill_and_recover, const_cast<size_t *>(&of_large_sizes[i]), label);
+    failed += !of_in_child(fill_and_recover, const_cast<size_t *>(&of_large_sizes[i]), label);
   }
   CHECKF(failed == 0, "large sizes: new[] until bad_alloc, delete[], then the same size, the large sizes "
          "and every class succeed (%d of %d sizes failed)", failed, OF_LARGES);
@@ -263,7 +249,7 @@ int main() {
       {"new (nothrow) char[n]", nothrow_new, array_delete, false, 9u << 20},
   };
   failed = 0;
-  for (const form &fm : forms) failed += !in_child(form_recovers, const_cast<form *>(&fm), fm.name);
+  for (const form &fm : forms) failed += !of_in_child(form_recovers, const_cast<form *>(&fm), fm.name);
   CHECKF(failed == 0, "aligned and nothrow new: refused, then succeed once freed (%d of %zu failed)", failed,
          sizeof forms / sizeof forms[0]);
 
@@ -271,14 +257,14 @@ int main() {
       {9u << 20, 64}, {64, 9u << 20}, {600u << 10, 48u << 10}, {48u << 10, 600u << 10}};
   failed = 0;
   for (const reserve_case &rc : reserves)
-    failed += !in_child(handler_recovers, const_cast<reserve_case *>(&rc), "new-handler");
+    failed += !of_in_child(handler_recovers, const_cast<reserve_case *>(&rc), "new-handler");
   CHECKF(failed == 0, "new-handler freeing a reserve: the failing new then succeeds (%d of %zu cases failed)",
          failed, sizeof reserves / sizeof reserves[0]);
 
   CHECK("std::vector grown until bad_alloc, released, grows as far again",
-        in_child(vector_recovers, nullptr, "vector"));
-  CHECKF(crashed == 0, "no child was killed by a signal: no crash and no hang under exhaustion (%d were)",
-         crashed);
+        of_in_child(vector_recovers, nullptr, "vector"));
+  CHECKF(of_crashed == 0, "no child was killed by a signal: no crash and no hang under exhaustion (%d were)",
+         of_crashed);
 
   check_note("%.1f s", tu_now() - t0);
   return check_finish("oom_recover_new");
