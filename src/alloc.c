@@ -149,16 +149,18 @@ void *_fg_realloc_raw(void *p, size_t size) {
   return q;
 }
 
-/* Hooked, a realloc is an allocation, a copy of what was requested, and a free: the ledger
- * counts both ends and secure mode arms a fresh canary. */
+/* Hooked, a realloc is an allocation, a copy, and a free: the ledger counts both ends and
+ * secure mode arms a fresh canary. The copy is of every byte the program may have written:
+ * its usable size, which is the request in secure mode but the whole block otherwise (redis
+ * writes up to malloc_usable_size: copying only the request lost its strings under the
+ * ledger). */
 static fg_noinline void *realloc_hooked(void *p, size_t size) {
   if (p == NULL) return malloc_hooked(size);
   if (size == 0) {
     fg_free(p);
     return NULL;
   }
-  size_t old = _fg_hook_requested(p);
-  if (old == SIZE_MAX) old = fg_usable_size(p); /* from before the hooks: all of it */
+  size_t old = fg_usable_size(p);
   void *q = malloc_hooked(size);
   if (q == NULL) return NULL; /* p stays valid and intact */
   memcpy(q, p, old < size ? old : size);

@@ -1,5 +1,6 @@
 /* realloc.c — realloc keeps min(old, new) bytes for every pair of size classes, growing and
- * shrinking, small <-> large, and realloc(p, huge) fails with ENOMEM leaving p intact.
+ * shrinking, small <-> large, keeps every usable byte when growing, and realloc(p, huge) fails
+ * with ENOMEM leaving p intact (also run with the ledger on: realloc_ledger).
  * Sizes walk the class table from outside: 0..128 step 8, then 8 steps per doubling. */
 #include <errno.h>
 #include <stdint.h>
@@ -157,6 +158,26 @@ static void huge(const size_t *sizes, size_t n) {
          n - 1, bad);
 }
 
+/* malloc_usable_size promises its bytes: a program may write all of them (redis's strings
+ * do), and a growing realloc keeps every one, not only the request. */
+static void usable_kept(const size_t *sizes, size_t n) {
+  long bad = 0;
+  for (size_t i = 1; i < n; i++) {
+    size_t asked = sizes[i] - sizes[i] / 3; /* inside the class, below its size */
+    unsigned char *p = (unsigned char *)malloc(asked);
+    size_t usable = malloc_usable_size(p);
+    tu_fill(p, usable, tu_mix(i));
+    unsigned char *q = (unsigned char *)realloc(p, usable * 2 + 64);
+    long at = q ? tu_verify(q, usable, tu_mix(i)) : 0;
+    if ((q == NULL || at >= 0) && bad++ < 10)
+      check_note("malloc(%zu), %zu usable bytes written, realloc to %zu: byte %ld lost", asked, usable,
+                 usable * 2 + 64, at);
+    free(q ? q : p);
+  }
+  CHECKF(bad == 0, "a growing realloc keeps all malloc_usable_size bytes, not only the request (%zu sizes, "
+         "%ld lost some)", n - 1, bad);
+}
+
 int main(void) {
   size_t sizes[200];
   size_t n = class_sizes(sizes);
@@ -166,6 +187,7 @@ int main(void) {
   matrix("fg_realloc (every 3rd size)", fg_realloc, sizes, n, 3);
   small_large(sizes, n);
   byte_steps();
+  usable_kept(sizes, n);
   huge(sizes, n);
   check_note("took %.1f s", tu_now() - t0);
   return check_finish("realloc");
