@@ -1,11 +1,6 @@
-/* sizeclass.c — frugal's size classes: 8-byte steps up to 128 B, then 8 classes per doubling
- * up to FG_CLASS_MAX (512 KiB), and from 256 B to 8 KiB one more class 16 bytes above each
- * power of two. The step above 128 B is 1/8 of the doubling's lower bound, so a block is at
- * most 12.5 % bigger than the request (jemalloc and mimalloc allow 20-25 %): seed 1's "bound
- * the waste a cache hands out", applied to every block. The extra class is for requests of a
- * power of two plus a small header (sqlite asks for 4096 + 8 and 1024 + 8 bytes: 12 % waste in
- * the next regular class, the most any class allows). _fg_class_of is inline, in internal.h:
- * a few bit operations rather than a table, so the fast path reads no extra cache line. */
+/* sizeclass.c — the size classes (types.h): at most 12.5 % waste above 128 B, seed 1's "bound
+ * the waste a cache hands out" applied to every block (jemalloc and mimalloc allow 20-25 %).
+ * _fg_class_of, in internal.h, is a few bit operations: the fast path reads no table. */
 #include "internal.h"
 
 size_t _fg_class_size(size_t c) {
