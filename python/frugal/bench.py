@@ -23,6 +23,7 @@ from .allocators import Allocator, discover, with_variants
 from .experiments import EXPERIMENTS, Experiment
 from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
 from .runner import Cell, Job, Sample, launcher_of, measure, plan, probe, run_jobs
+from .units import GiB, KiB
 
 TIMEOUTS = {"smoke": 60.0, "quick": 300.0, "full": 6 * 3600.0}
 DEFAULT_DECAY_MS = 1000  # used when frugal is absent or does not report its decay time
@@ -254,10 +255,10 @@ def parallel_workers(jobs: Sequence[Job]) -> int:
     """How many memory-only runs fit side by side: each may hold a few copies of its block."""
     biggest = max(int(j[1].info.get("size", 1 << 27)) for j in jobs)
     try:
-        avail = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+        avail = next(int(line.split()[1]) * KiB for line in Path("/proc/meminfo").read_text().splitlines()
                      if line.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError):
-        avail = 4 << 30
+        avail = 4 * GiB
     fits = max(1, int(avail * 0.5) // (3 * biggest))
     return max(1, min(len(jobs), fits, 64))
 

@@ -15,7 +15,6 @@ LEDGER = "frugal+ledger"  # frugal with the ledger on (allocators.VARIANTS)
 # Issue #4: with the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
 LEDGER_MAX = 1.10
 PASS, FAIL, NA = "pass", "fail", "n/a"
-MiB = 1 << 20
 
 
 @dataclass
@@ -116,18 +115,22 @@ def within_noise(res: ExpResult, a: str, b: str, cell: str, metric: str) -> bool
     return widths > 0 and abs(x - y) <= widths
 
 
-def check_all(exp: str, name: str, checks: list[tuple[str, bool, str]]) -> Verdict:
+def check_all(exp: str, name: str, checks: list[tuple[str, bool | None, str]]) -> Verdict:
     """A verdict that passes when every (point, ok, text) check passes; the detail names the
-    failing points, or summarises the passing ones."""
+    failing points, or summarises the passing ones. A point whose ok is None was within noise
+    (LAB.md): it is named, not judged."""
+    noise = [p for p, ok, _ in checks if ok is None]
+    checks = [c for c in checks if c[1] is not None]
+    tail = f"; within noise: {', '.join(noise)}" if noise else ""
     if not checks:
-        return Verdict(exp, name, NA, "nothing to check")
+        return Verdict(exp, name, NA, "nothing to check" + tail)
     failing = [(p, t) for p, ok, t in checks if not ok]
     if failing:
         shown = "; ".join(f"{p}: {t}" for p, t in failing[:4])
         more = f" (+{len(failing) - 4} more)" if len(failing) > 4 else ""
-        return Verdict(exp, name, FAIL, f"{len(failing)}/{len(checks)} fail — {shown}{more}")
+        return Verdict(exp, name, FAIL, f"{len(failing)}/{len(checks)} fail — {shown}{more}{tail}")
     worst = checks[-1]
-    return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]})")
+    return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]}){tail}")
 
 
 def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:

@@ -14,8 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from .experiments import BIG_VARIANTS, IDLE_SLACK, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
-from .lab import FRUGAL, MiB, Context, ExpResult  # noqa: E402
+from .experiments.bigbuf import BIG_VARIANTS, Bigbuf  # noqa: E402
+from .experiments.bufcache import POLICIES  # noqa: E402
+from .experiments.fifo import Fifo  # noqa: E402
+from .experiments.footprint import IDLE_SLACK  # noqa: E402
+from .experiments.threads import THREAD_SIZES, Threads  # noqa: E402
+from .lab import FRUGAL, Context, ExpResult  # noqa: E402
+from .units import KiB, MiB, size_label  # noqa: E402
 
 COLOURS = {"glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#ff7f0e", "mimalloc": "#9467bd",
            "frugal": "#2ca02c"}
@@ -131,7 +136,7 @@ def plot_fifo(res: ExpResult, ctx: Context, path: Path) -> None:
     size_axis(ax)
     ax.set_title("last round / first round (2ⁿ sizes)")
 
-    for k, size in enumerate((64, 64 * 1024, 512 * 1024)):
+    for k, size in enumerate((64, 64 * KiB, 512 * KiB)):
         ax = fig.add_subplot(grid[1, k])
         cell = f"pow2/{size}"
         for a in res.allocators:
@@ -197,7 +202,7 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
         ax.set_title(f"{size_label(size)}: speedup against 1 thread")
         ax.set_xlabel("threads")
     ax = axes[1][0]
-    size = 1024
+    size = 1 * KiB
     ref = exp.reference(res)
     base = res.m(ref, exp.cell("malloc", size, 1), "time")
     for a in res.allocators:

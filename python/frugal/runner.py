@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .allocators import Allocator
+from .units import KiB
 
 
 # In a cell's arguments, stands for the directory of the built workloads (build/bench).
@@ -213,7 +214,7 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
         err.seek(0)
         err_text = err.read().decode(errors="replace")[-2000:]
         err.close()
-        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * KiB,
                     "minflt": ru.ru_minflt, "majflt": ru.ru_majflt, "exit_code": proc.returncode}
         launcher_error = ""
         if launcher is not None and not timed_out.is_set():

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from frugal.experiments import EXPERIMENTS
-from frugal.lab import FAIL, MiB, NA, PASS, scores
+from frugal.lab import FAIL, NA, PASS, scores
+from frugal.units import KiB, MiB
 
 from synthetic import CTX, make
 
@@ -56,7 +57,7 @@ def fifo_metrics(good: bool):
         if info["kind"] == "c":
             size = info["size"]
             m["ns_per_byte"] = 10.0 / size + 0.01
-            if not good and a == "frugal" and size == 64 * 1024:
+            if not good and a == "frugal" and size == 64 * KiB:
                 m.update(ns_per_byte=3 * m["ns_per_byte"], last_over_first=1.3)
         if not good and a == "frugal" and key == "stl/list/3":
             m["trim_delta"] = 200.0 * MiB
