@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
@@ -23,6 +24,7 @@ from .allocators import Allocator, discover, with_variants
 from .experiments import EXPERIMENTS, Experiment
 from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
 from .runner import Cell, Job, Sample, launcher_of, measure, plan, probe, run_jobs
+from .pages import command_line
 from .units import GiB, KiB
 
 TIMEOUTS = {"smoke": 60.0, "quick": 300.0, "full": 6 * 3600.0}
@@ -193,7 +195,7 @@ def run_lab(
             problem = probe(a, bench_dir)
             if problem:
                 a.available, a.reason = False, f"does not run: {problem[:200]}"
-        console.print(("  [green]✓[/] " if a.available else "  [yellow]–[/] ") + a.describe(), highlight=False)
+        console.print(("  [green]✓[/] " if a.available else "  [yellow]–[/] ") + escape(a.describe()), highlight=False)
     decay, source = frugal_decay_ms(allocators, bench_dir)
     ctx = Context(mode=mode, cores=cores or len(os.sched_getaffinity(0)), decay_ms=decay, decay_source=source)
     exps = [EXPERIMENTS[e] for e in experiments]
@@ -219,7 +221,7 @@ def run_lab(
             rep, cell, alloc = job
             outcomes.setdefault((cell.experiment, cell.key, alloc.name), []).append((rep, s))
             if not s.ok:
-                progress.console.print(f"  [red]✗[/] {cell.experiment} {cell.key} under {alloc.name}: {s.error[:300]}",
+                progress.console.print(f"  [red]✗[/] {cell.experiment} {cell.key} under {alloc.name}: {escape(s.error[:300])}",
                                        highlight=False)
             progress.advance(task)
 
@@ -235,7 +237,7 @@ def run_lab(
         "duration_s": round(time.time() - started, 1),
         "machine": machine_info(),
         "build": str(build.resolve()),
-        "command": " ".join(sys.argv),
+        "command": command_line(sys.argv),
         "context": {"mode": ctx.mode, "cores": ctx.cores, "decay_ms": ctx.decay_ms,
                     "decay_source": ctx.decay_source, "repetitions": ctx.reps},
         "allocators": [{"name": a.name, "library": str(a.library) if a.library else None,

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
 from .allocators import default_build, frugal_version
 from .experiments import EXPERIMENTS
+from .pages import command_line
 
 
 BUILD_HELP = ("directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD, the installed one, "
@@ -114,7 +116,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     try:
         lab = run_lab(exps, args.mode, args.build, args.out, args.allocators, console, cores=args.cores)
     except (FileNotFoundError, RuntimeError) as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(lab, args.out / "results.json")
@@ -130,11 +132,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     for v in lab.all_verdicts():
         mark = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]"}.get(v.status, "[dim]n/a [/]")
-        console.print(f"  {mark} {v.experiment}: {v.name} — {v.detail}", highlight=False)
+        console.print(f"  {mark} {escape(f'{v.experiment}: {v.name} — {v.detail}')}", highlight=False)
     skipped = [a for a in lab.allocators if not a.available]
     for a in skipped:
-        console.print(f"  [yellow]skipped[/] {a.describe()}", highlight=False)
-    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+        console.print(f"  [yellow]skipped[/] {escape(a.describe())}", highlight=False)
+    console.print(escape(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})"))
     if args.check and lab.failed():
         console.print("[red]--check: a verdict failed[/]")
         return 1
@@ -165,7 +167,7 @@ def program_of(args: argparse.Namespace) -> list[str]:
 
 def error(console: Console, problem: object) -> int:
     """Print the problem; the exit code a shell gives a missing command (127), else 2."""
-    console.print(f"[red]error:[/] {problem}")
+    console.print(f"[red]error:[/] {escape(str(problem))}")
     return 127 if isinstance(problem, FileNotFoundError) and "command not found" in str(problem) else 2
 
 
@@ -185,7 +187,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     except (OSError, ValueError) as e:  # as for run; ValueError: a bad --env
         return error(console, e)
     head, rows = table(result, STACKED)
-    out = Table(title=f"frugal compare: {' '.join(command)} — {args.reps} runs each, median (min–max)",
+    out = Table(title=escape(f"frugal compare: {command_line(command)} — {args.reps} runs each, median (min–max)"),
                 title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
     for i, h in enumerate(head):  # the headings wrap, the numbers never do
         widest = max(len(line) for row in rows for line in row[i].splitlines())
@@ -194,8 +196,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         out.add_row(*row)
     console.print(out)
     for line in verdict_lines(result):
-        console.print(f"  {line}", highlight=False)
-    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+        console.print(f"  {escape(line)}", highlight=False)
+    console.print(escape(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})"))
     return result.exit_code
 
 

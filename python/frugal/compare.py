@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import __version__, stats
@@ -163,7 +164,7 @@ def compare(argv: list[str], reps: int, spec: str | None, env: list[str], stdin:
             samples.append((alloc.name, s, digest))
             if s.error:
                 outcomes[alloc.name].errors.append(s.error)
-                progress.console.print(f"  [red]✗[/] {alloc.name} #{rep + 1}: {s.error[:300]}", highlight=False)
+                progress.console.print(f"  [red]✗[/] {alloc.name} #{rep + 1}: {escape(s.error[:300])}", highlight=False)
             progress.advance(task)
     ref = digests[GLIBC]
     output_varies = len(set(ref)) > 1

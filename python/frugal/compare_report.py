@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .compare import FIGURES, JUDGED, Comparison, table, verdict_lines  # noqa: E402
 from .plots import colour, style  # noqa: E402
-from .pages import page, table_html, table_md  # noqa: E402
+from .pages import code_md, command_line, page, table_html, table_md  # noqa: E402
 from .units import KiB, MiB  # noqa: E402
 
 PLOTS = {"time": "time.png", "rss": "rss.png"}
@@ -55,12 +55,12 @@ def machine_lines(c: Comparison) -> list[str]:
 
 def command_text(c: Comparison) -> str:
     stdin = c.meta.get("stdin")
-    return " ".join(c.command) + (f" < {stdin}" if stdin else "")
+    return command_line(c.command) + (f" < {command_line([stdin])}" if stdin else "")
 
 
 def compare_markdown(c: Comparison) -> str:
     head, rows = table(c)
-    parts = [f"# frugal compare: `{command_text(c)}`", ""]
+    parts = [f"# frugal compare: {code_md(command_text(c))}", ""]
     parts += [f"{line}  " for line in machine_lines(c)]
     parts += ["", f"{c.reps} runs per allocator, interleaved in rotated order. Each figure: median (min–max).", "",
               table_md(head, rows), ""]

@@ -1,9 +1,12 @@
 """What the three reports (the lab's, `frugal run`'s, `frugal compare`'s) are built of: one
-style sheet, one page skeleton, and tables in HTML and Markdown (tabulate's, cells as given)."""
+style sheet, one page skeleton, tables in HTML and Markdown (tabulate's, cells as given), and
+commands shown exactly as they ran."""
 
 from __future__ import annotations
 
 import html
+import re
+import shlex
 from typing import Any, Sequence
 
 from tabulate import tabulate
@@ -64,3 +67,16 @@ def table_html(head: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = ""
 def table_md(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown (GitHub) table; cells as given, numbers not reformatted."""
     return tabulate(rows, head, tablefmt="github", disable_numparse=True)
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """A command as a shell takes it back: quoted where needed, every character kept."""
+    return shlex.join(argv)
+
+
+def code_md(text: str) -> str:
+    """`text` as a Markdown code span: fenced with one backtick more than its longest run of
+    them, so a command with backticks or brackets shows as it is."""
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

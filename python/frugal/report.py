@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .experiments import Experiment, Table
 from .lab import FRUGAL, LEDGER, LEDGER_MAX
-from .pages import page, table_html, table_md
+from .pages import code_md, page, table_html, table_md
 from .plots import plot
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def lab_markdown(lab: "LabRun", images: dict[str, Path]) -> str:
         errs = errors_of(lab, e.name)
         if errs:
             parts += ["", "**Failed runs**", ""] + [f"- `{x[:300]}`" for x in errs[:20]]
-    parts += ["", f"Raw and summarised numbers: `results.json`. Command: `{lab.meta.get('command', '')}`", ""]
+    parts += ["", f"Raw and summarised numbers: `results.json`. Command: {code_md(str(lab.meta.get('command', '')))}", ""]
     return "\n".join(parts)
 
 

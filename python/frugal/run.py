@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import ledger as L
+from .pages import command_line
 from .symbols import frame_name, symbolize_frames
 from .units import KiB, human
 
@@ -137,11 +139,13 @@ def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTE
 def print_summary(r: RunResult, console: Console) -> None:
     o = r.outside
     sig = f" (signal {o['signal']}: {signal.Signals(o['signal']).name})" if o.get("signal") else ""
-    console.print(f"[bold]frugal run[/] {' '.join(r.argv)}  →  exit code {r.exit_code}{sig}")
+    # Everything the program or the user wrote goes through escape: rich would take brackets
+    # (d[str(i)]) for markup and drop them.
+    console.print(f"[bold]frugal run[/] {escape(command_line(r.argv))}  →  exit code {r.exit_code}{sig}")
     console.print(f"  outside: wall {o['wall']:.3f} s, user {o['user']:.3f} s, sys {o['sys']:.3f} s, "
                   f"peak RSS {human(o['maxrss'])}, {o['minflt']} minor faults, {o['majflt']} major")
     for p in r.problems:
-        console.print(f"  [yellow]warning:[/] {p}")
+        console.print(f"  [yellow]warning:[/] {escape(p)}")
     d = r.ledger
     if d is None:
         return
@@ -173,7 +177,7 @@ def print_summary(r: RunResult, console: Console) -> None:
     console.print(f"  [bold]cache hit rates[/]: {rates}")
     console.print("  [bold]advice[/] (seed 1):")
     for line in L.advice(d):
-        console.print(f"    • {line}")
+        console.print(f"    • {escape(line)}")
     sites = L.leak_sites(d)
     if d.get("leaks") is not None:
         lk = d["leaks"]
@@ -181,6 +185,6 @@ def print_summary(r: RunResult, console: Console) -> None:
                       f"{len(sites)} call sites (top {min(len(sites), 5)}):")
         for i, s in enumerate(sites[:5], 1):
             frames = " ← ".join(frame_name(f) for f in s["frames"][:3])
-            console.print(f"    #{i} {human(s['bytes'])} in {s['count']:,} blocks: [bold]{L.site_function(s)}[/]  "
-                          f"[dim]{frames}[/]")
-    console.print(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})")
+            console.print(f"    #{i} {human(s['bytes'])} in {s['count']:,} blocks: [bold]{escape(L.site_function(s))}[/]  "
+                          f"[dim]{escape(frames)}[/]")
+    console.print(escape(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})"))

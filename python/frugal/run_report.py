@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, PercentFormatter  # noqa: E402
 
 from . import ledger as L  # noqa: E402
-from .pages import page, table_html, table_md  # noqa: E402
+from .pages import code_md, command_line, page, table_html, table_md  # noqa: E402
 from .plots import style  # noqa: E402
 from .run import RunResult  # noqa: E402
 from .symbols import frame_name  # noqa: E402
@@ -222,7 +222,7 @@ def leak_rows(d: dict, sep: str) -> list[list[str]]:
 
 def run_markdown(r: RunResult, images: dict[str, Path]) -> str:
     d = r.ledger
-    parts = [f"# frugal run: `{' '.join(r.argv)}`", ""]
+    parts = [f"# frugal run: {code_md(command_line(r.argv))}", ""]
     parts += [f"**warning:** {p}  " for p in r.problems]
     parts += ["", table_md(["", ""], overview_rows(r)), ""]
     if d is None:
@@ -267,7 +267,7 @@ def cards(r: RunResult) -> str:
 
 def run_html(r: RunResult, images: dict[str, Path]) -> str:
     d = r.ledger
-    cmd = " ".join(r.argv)
+    cmd = command_line(r.argv)
     parts = ["<section><h2>Overview</h2>", cards(r)]
     parts += [f"<p class='warn'>warning: {html.escape(p)}</p>" for p in r.problems]
     parts += [table_html(["", ""], overview_rows(r), cls="kv"), "</section>"]
