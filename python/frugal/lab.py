@@ -25,6 +25,7 @@ class Context:
     cores: int = 2
     decay_ms: int = 1000  # frugal's decay time: bigbuf idles for twice this
     decay_source: str = "default"
+    work: dict[str, int] = field(default_factory=dict)  # "experiment/cell" -> calibrated work
 
     @property
     def reps(self) -> int:
@@ -48,7 +49,7 @@ Metrics = dict[str, float]
 @dataclass
 class ExpResult:
     """One experiment's results. `med[alloc][cell][metric]` is the median over repetitions,
-    `spread` the same shape; `series[alloc][cell][name]` holds curves from one representative
+    `spread` (range / median), `lo` and `hi` (the repetitions' min and max) the same shape; `series[alloc][cell][name]` holds curves from one representative
     run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order and holds the
     competitors only: `variants` (frugal+ledger) have medians and errors too, on the cells they
     ran, but no verdict, score, table or plot compares them with the others."""
@@ -58,6 +59,8 @@ class ExpResult:
     cells: list[str]
     med: dict[str, dict[str, Metrics]] = field(default_factory=dict)
     spread: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    lo: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    hi: dict[str, dict[str, Metrics]] = field(default_factory=dict)
     series: dict[str, dict[str, dict[str, list]]] = field(default_factory=dict)
     errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     info: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell -> its parameters
@@ -86,6 +89,8 @@ class ExpResult:
             "info": self.info,
             "median": self.med,
             "spread": self.spread,
+            "min": self.lo,
+            "max": self.hi,
             "series": self.series,
             "errors": self.errors,
         }

@@ -293,22 +293,30 @@ def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[J
     return serial, parallel
 
 
+def measure_cell(cell: Cell, alloc: Allocator, bench_dir: Path) -> Sample:
+    """One run of `cell` under `alloc`."""
+    return measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
+                   launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
+
+
 def run_jobs(
     jobs: Sequence[Job],
     bench_dir: Path,
     on_done: Callable[[Job, Sample], None],
     on_start: Callable[[Job], None] | None = None,
     workers: int = 1,
+    skip: Callable[[Job], bool] | None = None,
 ) -> None:
-    """Run jobs one after the other (workers=1) or side by side."""
+    """Run jobs one after the other (workers=1) or side by side; `skip` may pass over a job
+    just before it would start, given what ran so far."""
 
     def one(job: Job) -> None:
         rep, cell, alloc = job
+        if skip and skip(job):
+            return
         if on_start:
             on_start(job)
-        sample = measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
-                         launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
-        on_done(job, sample)
+        on_done(job, measure_cell(cell, alloc, bench_dir))
 
     if workers <= 1:
         for job in jobs:

@@ -51,6 +51,12 @@ class Experiment:
     def cells(self, ctx: Context) -> list[Cell]:
         raise NotImplementedError
 
+    def calibrate(self, ctx: Context, probe: Callable[[Cell, list[str] | None], dict[str, Sample]]) -> dict[str, int]:
+        """Work per cell ("experiment/cell" -> count, for ctx.work) found by running cells once
+        under the allocators named (`probe`; None: every one) before the lab; none by default:
+        the sizes are fixed."""
+        return {}
+
     def params(self, ctx: Context) -> dict[str, Any]:
         raise NotImplementedError
 
