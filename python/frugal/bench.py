@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
 from .allocators import Allocator, discover, with_variants
 from .experiments import EXPERIMENTS, Experiment
 from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
-from .runner import Cell, Job, Sample, launcher_of, measure, plan, probe, run_jobs
+from .runner import Cell, Job, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
+from .pages import command_line
+from .units import GiB, KiB
 
 TIMEOUTS = {"smoke": 60.0, "quick": 300.0, "full": 6 * 3600.0}
 DEFAULT_DECAY_MS = 1000  # used when frugal is absent or does not report its decay time
@@ -111,6 +114,7 @@ def collect(lab: LabRun, outcomes: dict[tuple[str, str, str], list[tuple[int, Sa
         raw: dict[str, dict[str, list[dict]]] = {}
         for a in names:
             res.med[a], res.spread[a], res.series[a], res.errors[a] = {}, {}, {}, {}
+            res.lo[a], res.hi[a] = {}, {}
             raw[a] = {}
             for cell in cells[exp.name]:
                 runs = outcomes.get((exp.name, cell.key, a), [])
@@ -133,6 +137,8 @@ def collect(lab: LabRun, outcomes: dict[tuple[str, str, str], list[tuple[int, Sa
                     summ = stats.summarise([m for _, m, _ in reduced])
                     res.med[a][cell.key] = {k: v["median"] for k, v in summ.items()}
                     res.spread[a][cell.key] = {k: v["spread"] for k, v in summ.items()}
+                    res.lo[a][cell.key] = {k: v["min"] for k, v in summ.items()}
+                    res.hi[a][cell.key] = {k: v["max"] for k, v in summ.items()}
                     res.series[a][cell.key] = representative(reduced)
             if not res.med[a]:
                 del res.med[a]
@@ -192,7 +198,7 @@ def run_lab(
             problem = probe(a, bench_dir)
             if problem:
                 a.available, a.reason = False, f"does not run: {problem[:200]}"
-        console.print(("  [green]✓[/] " if a.available else "  [yellow]–[/] ") + a.describe(), highlight=False)
+        console.print(("  [green]✓[/] " if a.available else "  [yellow]–[/] ") + escape(a.describe()), highlight=False)
     decay, source = frugal_decay_ms(allocators, bench_dir)
     ctx = Context(mode=mode, cores=cores or len(os.sched_getaffinity(0)), decay_ms=decay, decay_source=source)
     exps = [EXPERIMENTS[e] for e in experiments]
@@ -200,10 +206,18 @@ def run_lab(
     if not lab.measured:
         raise RuntimeError("no allocator available to measure")
     active = [a for a in allocators if a.available]
+    competitors = [a for a in active if not a.variant_of]
+
+    def probe_cell(cell: Cell, names: list[str] | None) -> dict[str, Sample]:
+        return {a.name: measure_cell(cell, a, bench_dir) for a in competitors if names is None or a.name in names}
+
+    for e in exps:
+        ctx.work.update(e.calibrate(ctx, probe_cell))
     cells = {e.name: e.cells(ctx) for e in exps}
     all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx)]
     serial, parallel = plan(all_cells, active)
     outcomes: dict[tuple[str, str, str], list[tuple[int, Sample]]] = {}
+    caps = Caps()
 
     with Progress(TextColumn("[bold]{task.fields[cell]:<44}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
@@ -217,12 +231,19 @@ def run_lab(
         def done(job: Job, s: Sample) -> None:
             rep, cell, alloc = job
             outcomes.setdefault((cell.experiment, cell.key, alloc.name), []).append((rep, s))
+            caps.note(job, s)
             if not s.ok:
-                progress.console.print(f"  [red]✗[/] {cell.experiment} {cell.key} under {alloc.name}: {s.error[:300]}",
+                progress.console.print(f"  [red]✗[/] {cell.experiment} {cell.key} under {alloc.name}: {escape(s.error[:300])}",
                                        highlight=False)
             progress.advance(task)
 
-        run_jobs(serial, bench_dir, done, start)
+        def skip(job: Job) -> bool:
+            if not caps.skip(job):
+                return False
+            progress.advance(task)
+            return True
+
+        run_jobs(serial, bench_dir, done, start, skip=skip)
         if parallel:
             progress.update(task, cell=f"return to the OS: {len(parallel)} runs side by side")
             run_jobs(parallel, bench_dir, done, None, workers=parallel_workers(parallel))
@@ -234,14 +255,40 @@ def run_lab(
         "duration_s": round(time.time() - started, 1),
         "machine": machine_info(),
         "build": str(build.resolve()),
-        "command": " ".join(sys.argv),
+        "command": command_line(sys.argv),
         "context": {"mode": ctx.mode, "cores": ctx.cores, "decay_ms": ctx.decay_ms,
-                    "decay_source": ctx.decay_source, "repetitions": ctx.reps},
+                    "decay_source": ctx.decay_source, "repetitions": ctx.reps, "work": ctx.work},
         "allocators": [{"name": a.name, "library": str(a.library) if a.library else None,
                         "available": a.available, "reason": a.reason, "variant_of": a.variant_of,
                         "env": a.extra_env} for a in allocators],
     }
     return lab
+
+
+class Caps:
+    """Which runs not to repeat. A workload that printed "stopped": true hit its cap (its
+    "max_ms"). Where another allocator's run of the cell finished in under half of that (the
+    first repetition of every allocator comes before any second), the capped one is not run
+    again: it is clearly the slower, and the threads experiment would otherwise spend most of
+    its time on glibc. Where none did, the machine was slow, and it is repeated."""
+
+    def __init__(self) -> None:
+        self.capped: dict[tuple[str, str, str], float] = {}
+        self.fastest_ms: dict[tuple[str, str], float] = {}
+
+    def note(self, job: Job, s: Sample) -> None:
+        _, cell, alloc = job
+        for r in s.records:
+            if r.get("stopped") is True:
+                self.capped[(cell.experiment, cell.key, alloc.name)] = float(r["max_ms"])
+            elif r.get("stopped") is False:
+                ms = self.fastest_ms.get((cell.experiment, cell.key), math.inf)
+                self.fastest_ms[(cell.experiment, cell.key)] = min(ms, r["wall_ns"] / 1e6)
+
+    def skip(self, job: Job) -> bool:
+        _, cell, alloc = job
+        cap = self.capped.get((cell.experiment, cell.key, alloc.name))
+        return cap is not None and self.fastest_ms.get((cell.experiment, cell.key), math.inf) < cap / 2
 
 
 def runnable(exp: Experiment, cells: list[Cell], ctx: Context) -> list[Cell]:
@@ -254,10 +301,10 @@ def parallel_workers(jobs: Sequence[Job]) -> int:
     """How many memory-only runs fit side by side: each may hold a few copies of its block."""
     biggest = max(int(j[1].info.get("size", 1 << 27)) for j in jobs)
     try:
-        avail = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+        avail = next(int(line.split()[1]) * KiB for line in Path("/proc/meminfo").read_text().splitlines()
                      if line.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError):
-        avail = 4 << 30
+        avail = 4 * GiB
     fits = max(1, int(avail * 0.5) // (3 * biggest))
     return max(1, min(len(jobs), fits, 64))
 

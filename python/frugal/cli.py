@@ -8,11 +8,13 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
 from .allocators import default_build, frugal_version
 from .experiments import EXPERIMENTS
+from .pages import command_line
 
 
 BUILD_HELP = ("directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD, the installed one, "
@@ -54,15 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "report.html, report.md and plots, print the summary, and exit with the "
                                      "program's exit code.")
     run.add_argument("-o", "--out", type=Path, default=Path("out/run"), help="output directory (default: out/run)")
-    run.add_argument("--interval-ms", type=int, default=50, metavar="N",
+    run.add_argument("--interval-ms", type=at_least_one, default=50, metavar="N",
                      help="timeline sample period in ms (default: 50)")
     run.add_argument("--leaks", action="store_true",
                      help="record a call stack per block and report the blocks live at exit by call site (slower)")
     run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
     run.add_argument("--build", type=Path, default=default_build(),
                      help=BUILD_HELP)
-    run.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
-                     help="the program and its arguments, after --")
+    add_program(run)
 
     compare = sub.add_parser("compare", help="run a program under every allocator and say which is best for it",
                              usage="frugal compare [-n REPS] [--allocators LIST] [--env NAME=K=V ...] [--stdin FILE] "
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "ranges do not overlap; write DIR/results.json, report.html and "
                                          "report.md. Exit code: the program's under glibc, or 1 (if that was 0) "
                                          "when another allocator made it fail or print something else.")
-    compare.add_argument("-n", "--reps", type=int, default=5, metavar="REPS", help="runs per allocator (default: 5)")
+    compare.add_argument("-n", "--reps", type=at_least_one, default=5, metavar="REPS", help="runs per allocator (default: 5)")
     compare.add_argument("--allocators", metavar="LIST",
                          help=ALLOCATORS_HELP.replace("frugal,", "frugal, frugal+ledger, frugal+secure,")
                          + "; glibc, the reference, always runs")
@@ -84,9 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="output directory (default: out/compare)")
     compare.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="seconds per run (default: 3600)")
     compare.add_argument("--build", type=Path, default=default_build(), help=BUILD_HELP)
-    compare.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
-                         help="the program and its arguments, after --")
+    add_program(compare)
     return parser
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a count or a period, 1 or more."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def add_program(sub: argparse.ArgumentParser) -> None:
+    """The program a subcommand runs: the rest of the command line (after --); `program_of`."""
+    sub.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                     help="the program and its arguments, after --")
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
@@ -102,7 +116,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     try:
         lab = run_lab(exps, args.mode, args.build, args.out, args.allocators, console, cores=args.cores)
     except (FileNotFoundError, RuntimeError) as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(lab, args.out / "results.json")
@@ -118,11 +132,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     for v in lab.all_verdicts():
         mark = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]"}.get(v.status, "[dim]n/a [/]")
-        console.print(f"  {mark} {v.experiment}: {v.name} — {v.detail}", highlight=False)
+        console.print(f"  {mark} {escape(f'{v.experiment}: {v.name} — {v.detail}')}", highlight=False)
     skipped = [a for a in lab.allocators if not a.available]
     for a in skipped:
-        console.print(f"  [yellow]skipped[/] {a.describe()}", highlight=False)
-    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+        console.print(f"  [yellow]skipped[/] {escape(a.describe())}", highlight=False)
+    console.print(escape(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})"))
     if args.check and lab.failed():
         console.print("[red]--check: a verdict failed[/]")
         return 1
@@ -130,27 +144,30 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from .run import run
+    from .run import print_summary, run
 
     command = program_of(args)
     if not command:
         return error(console, "no program given: frugal run [-o DIR] -- PROGRAM ARGS")
-    if args.interval_ms < 1:
-        return error(console, "--interval-ms must be at least 1")
     try:
-        result = run(command, args.out, args.build, args.interval_ms, args.leaks, console, plots=not args.no_plots)
+        result = run(command, args.out, args.build, args.interval_ms, args.leaks)
+        from .run_report import write_run_reports  # matplotlib only after the program ran
+
+        result.files += write_run_reports(result, plots=not args.no_plots)
     except OSError as e:  # the program or libfrugal.so not found, the output directory not writable
         return error(console, e)
+    print_summary(result, console)
     return result.exit_code
 
 
 def program_of(args: argparse.Namespace) -> list[str]:
+    """The command after `--` (argparse keeps the separator in a REMAINDER)."""
     return args.program_argv[1:] if args.program_argv[:1] == ["--"] else args.program_argv
 
 
 def error(console: Console, problem: object) -> int:
     """Print the problem; the exit code a shell gives a missing command (127), else 2."""
-    console.print(f"[red]error:[/] {problem}")
+    console.print(f"[red]error:[/] {escape(str(problem))}")
     return 127 if isinstance(problem, FileNotFoundError) and "command not found" in str(problem) else 2
 
 
@@ -161,8 +178,6 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     command = program_of(args)
     if not command:
         return error(console, "no program given: frugal compare [-n REPS] -- PROGRAM ARGS")
-    if args.reps < 1:
-        return error(console, "-n must be at least 1")
     try:
         result = compare(command, args.reps, args.allocators, args.env, args.stdin, args.build, console,
                          args.timeout)
@@ -172,7 +187,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     except (OSError, ValueError) as e:  # as for run; ValueError: a bad --env
         return error(console, e)
     head, rows = table(result, STACKED)
-    out = Table(title=f"frugal compare: {' '.join(command)} — {args.reps} runs each, median (min–max)",
+    out = Table(title=escape(f"frugal compare: {command_line(command)} — {args.reps} runs each, median (min–max)"),
                 title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
     for i, h in enumerate(head):  # the headings wrap, the numbers never do
         widest = max(len(line) for row in rows for line in row[i].splitlines())
@@ -181,8 +196,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         out.add_row(*row)
     console.print(out)
     for line in verdict_lines(result):
-        console.print(f"  {line}", highlight=False)
-    console.print(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})")
+        console.print(f"  {escape(line)}", highlight=False)
+    console.print(escape(f"Report: {args.out / 'report.html'}  ({args.out / 'report.md'}, {args.out / 'results.json'})"))
     return result.exit_code
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import __version__, stats
@@ -23,6 +24,7 @@ from .allocators import Allocator, chosen, library_version
 from .bench import machine_info
 from .run import exit_code_of
 from .runner import Cell, launcher_of, measure_output, plan
+from .units import KiB, MiB
 
 GLIBC = "glibc"
 SCHEMA_PATH = Path(__file__).with_name("compare.schema.json")
@@ -123,7 +125,7 @@ def parse_env(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
 
 def run_record(s: Any, digest: str, reference: str | None) -> dict:
     return {"wall_s": round(s.wall, 6), "user_s": round(s.user, 6), "sys_s": round(s.sys, 6),
-            "peak_rss_kib": s.maxrss // 1024, "minor_faults": s.minflt, "major_faults": s.majflt,
+            "peak_rss_kib": s.maxrss // KiB, "minor_faults": s.minflt, "major_faults": s.majflt,
             "exit_code": exit_code_of(s.exit_code),
             "stdout_matches": None if reference is None else digest == reference}
 
@@ -162,7 +164,7 @@ def compare(argv: list[str], reps: int, spec: str | None, env: list[str], stdin:
             samples.append((alloc.name, s, digest))
             if s.error:
                 outcomes[alloc.name].errors.append(s.error)
-                progress.console.print(f"  [red]✗[/] {alloc.name} #{rep + 1}: {s.error[:300]}", highlight=False)
+                progress.console.print(f"  [red]✗[/] {alloc.name} #{rep + 1}: {escape(s.error[:300])}", highlight=False)
             progress.advance(task)
     ref = digests[GLIBC]
     output_varies = len(set(ref)) > 1
@@ -190,7 +192,7 @@ def figure_text(o: Outcome, figure: str, layout: str = INLINE) -> str:
     summ = o.summary.get(figure)
     if not summ:
         return "—"
-    scale = 1024 if figure == "peak_rss_kib" else 1
+    scale = MiB // KiB if figure == "peak_rss_kib" else 1
     fmt = "{:.3f}" if figure.endswith("_s") else "{:.1f}" if scale > 1 else "{:,.0f}"
     text = {k: fmt.format(summ[k] / scale) for k in ("median", "min", "max")}
     return text["median"] if text["min"] == text["max"] else layout.format(**text)

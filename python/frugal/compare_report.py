@@ -1,6 +1,6 @@
 """The report of one `frugal compare`: a plot of wall time and one of peak RSS (median bars,
-min–max whiskers), the table, the verdicts and the machine, as report.md and report.html in
-the lab report's style."""
+min–max whiskers), the table, the verdicts and the machine, as report.md and report.html
+(their pieces: pages.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from tabulate import tabulate  # noqa: E402
 
 from .compare import FIGURES, JUDGED, Comparison, table, verdict_lines  # noqa: E402
 from .plots import colour, style  # noqa: E402
-from .report import CSS, table_html  # noqa: E402
+from .pages import code_md, command_line, page, table_html, table_md  # noqa: E402
+from .units import KiB, MiB  # noqa: E402
 
 PLOTS = {"time": "time.png", "rss": "rss.png"}
 EXTRA_CSS = "td { white-space: normal; }"  # fifteen columns: a range wraps under its median
@@ -24,7 +24,7 @@ EXTRA_CSS = "td { white-space: normal; }"  # fifteen columns: a range wraps unde
 def plot_figure(c: Comparison, what: str, path: Path) -> None:
     """One bar per allocator at its median, a whisker over its runs' min–max."""
     figure = JUDGED[what]
-    scale = 1024 if figure == "peak_rss_kib" else 1
+    scale = MiB // KiB if figure == "peak_rss_kib" else 1
     names = [o.alloc.name for o in c.outcomes]
     summ = [o.summary.get(figure) for o in c.outcomes]
     med = [s["median"] / scale if s else 0 for s in summ]
@@ -55,29 +55,26 @@ def machine_lines(c: Comparison) -> list[str]:
 
 def command_text(c: Comparison) -> str:
     stdin = c.meta.get("stdin")
-    return " ".join(c.command) + (f" < {stdin}" if stdin else "")
+    return command_line(c.command) + (f" < {command_line([stdin])}" if stdin else "")
 
 
-def markdown(c: Comparison) -> str:
+def compare_markdown(c: Comparison) -> str:
     head, rows = table(c)
-    parts = [f"# frugal compare: `{command_text(c)}`", ""]
+    parts = [f"# frugal compare: {code_md(command_text(c))}", ""]
     parts += [f"{line}  " for line in machine_lines(c)]
     parts += ["", f"{c.reps} runs per allocator, interleaved in rotated order. Each figure: median (min–max).", "",
-              tabulate(rows, head, tablefmt="github", disable_numparse=True), ""]
+              table_md(head, rows), ""]
     parts += [f"- {line}" for line in verdict_lines(c)]
     parts += ["", "![time](time.png)", "", "![peak RSS](rss.png)", "",
               "Every run: `results.json` (schema: `frugal/compare.schema.json`).", ""]
     return "\n".join(parts)
 
 
-def html_page(c: Comparison) -> str:
+def compare_html(c: Comparison) -> str:
     head, rows = table(c)
-    cmd = html.escape(command_text(c))
-    meta = "".join(f"<p>{html.escape(line)}</p>" for line in machine_lines(c))
-    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>frugal compare: {cmd}</title><style>{CSS}{EXTRA_CSS}</style></head><body>",
-             f"<header><h1>frugal compare</h1><p><code>{cmd}</code></p>{meta}</header><main>",
-             f"<section><h2>Results</h2><p class='note'>{c.reps} runs per allocator, interleaved in rotated "
+    cmd = command_text(c)
+    header = [f"<p><code>{html.escape(cmd)}</code></p>"] + [f"<p>{html.escape(line)}</p>" for line in machine_lines(c)]
+    parts = [f"<section><h2>Results</h2><p class='note'>{c.reps} runs per allocator, interleaved in rotated "
              "order. Each figure: median (min–max); time and peak RSS also as a ratio to glibc's and to the "
              "best median.</p>",
              table_html(head, rows), "<ul>"]
@@ -85,8 +82,8 @@ def html_page(c: Comparison) -> str:
     parts += ["</ul></section><section><h2>Plots</h2>"]
     parts += [f"<img src='{name}' alt='{what} per allocator'>" for what, name in PLOTS.items()]
     parts += ["</section><p class='note'>Every run: <code>results.json</code> (schema: "
-              "<code>frugal/compare.schema.json</code>).</p></main></body></html>"]
-    return "\n".join(parts)
+              "<code>frugal/compare.schema.json</code>).</p>"]
+    return page(f"frugal compare: {cmd}", "frugal compare", header, parts, EXTRA_CSS)
 
 
 def write_compare_reports(c: Comparison, out: Path) -> list[Path]:
@@ -94,7 +91,7 @@ def write_compare_reports(c: Comparison, out: Path) -> list[Path]:
     images = [out / name for name in PLOTS.values()]
     for what, path in zip(PLOTS, images):
         plot_figure(c, what, path)
-    md, page = out / "report.md", out / "report.html"
-    md.write_text(markdown(c))
-    page.write_text(html_page(c))
-    return [md, page, *images]
+    md, page_file = out / "report.md", out / "report.html"
+    md.write_text(compare_markdown(c))
+    page_file.write_text(compare_html(c))
+    return [md, page_file, *images]

@@ -15,7 +15,6 @@ LEDGER = "frugal+ledger"  # frugal with the ledger on (allocators.VARIANTS)
 # Issue #4: with the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
 LEDGER_MAX = 1.10
 PASS, FAIL, NA = "pass", "fail", "n/a"
-MiB = 1 << 20
 
 
 @dataclass
@@ -26,6 +25,7 @@ class Context:
     cores: int = 2
     decay_ms: int = 1000  # frugal's decay time: bigbuf idles for twice this
     decay_source: str = "default"
+    work: dict[str, int] = field(default_factory=dict)  # "experiment/cell" -> calibrated work
 
     @property
     def reps(self) -> int:
@@ -49,7 +49,7 @@ Metrics = dict[str, float]
 @dataclass
 class ExpResult:
     """One experiment's results. `med[alloc][cell][metric]` is the median over repetitions,
-    `spread` the same shape; `series[alloc][cell][name]` holds curves from one representative
+    `spread` (range / median), `lo` and `hi` (the repetitions' min and max) the same shape; `series[alloc][cell][name]` holds curves from one representative
     run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order and holds the
     competitors only: `variants` (frugal+ledger) have medians and errors too, on the cells they
     ran, but no verdict, score, table or plot compares them with the others."""
@@ -59,6 +59,8 @@ class ExpResult:
     cells: list[str]
     med: dict[str, dict[str, Metrics]] = field(default_factory=dict)
     spread: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    lo: dict[str, dict[str, Metrics]] = field(default_factory=dict)
+    hi: dict[str, dict[str, Metrics]] = field(default_factory=dict)
     series: dict[str, dict[str, dict[str, list]]] = field(default_factory=dict)
     errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     info: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell -> its parameters
@@ -87,6 +89,8 @@ class ExpResult:
             "info": self.info,
             "median": self.med,
             "spread": self.spread,
+            "min": self.lo,
+            "max": self.hi,
             "series": self.series,
             "errors": self.errors,
         }
@@ -116,18 +120,22 @@ def within_noise(res: ExpResult, a: str, b: str, cell: str, metric: str) -> bool
     return widths > 0 and abs(x - y) <= widths
 
 
-def check_all(exp: str, name: str, checks: list[tuple[str, bool, str]]) -> Verdict:
+def check_all(exp: str, name: str, checks: list[tuple[str, bool | None, str]]) -> Verdict:
     """A verdict that passes when every (point, ok, text) check passes; the detail names the
-    failing points, or summarises the passing ones."""
+    failing points, or summarises the passing ones. A point whose ok is None was within noise
+    (LAB.md): it is named, not judged."""
+    noise = [p for p, ok, _ in checks if ok is None]
+    checks = [c for c in checks if c[1] is not None]
+    tail = f"; within noise: {', '.join(noise)}" if noise else ""
     if not checks:
-        return Verdict(exp, name, NA, "nothing to check")
+        return Verdict(exp, name, NA, "nothing to check" + tail)
     failing = [(p, t) for p, ok, t in checks if not ok]
     if failing:
         shown = "; ".join(f"{p}: {t}" for p, t in failing[:4])
         more = f" (+{len(failing) - 4} more)" if len(failing) > 4 else ""
-        return Verdict(exp, name, FAIL, f"{len(failing)}/{len(checks)} fail — {shown}{more}")
+        return Verdict(exp, name, FAIL, f"{len(failing)}/{len(checks)} fail — {shown}{more}{tail}")
     worst = checks[-1]
-    return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]})")
+    return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]}){tail}")
 
 
 def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:

@@ -11,18 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .units import PAGE, human, size_label
+
 SCHEMA_PATH = Path(__file__).with_name("ledger.schema.json")
-PAGE = 4096  # fresh_bytes counts bytes; each 4 KiB of them is one fault and one page zeroed
-
-
-def human(n: float) -> str:
-    """Bytes for people: 1023 B, 1.5 KiB, 12.0 MiB."""
-    v, unit = float(n), "B"
-    for u in ("KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024:
-            break
-        v, unit = v / 1024, u
-    return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
 
 
 def pct(a: float, b: float) -> str:
@@ -56,8 +47,6 @@ def load(path: Path) -> dict:
 
 def class_label(c: dict) -> str:
     """A class by its block size: 104 B, 1.25 KiB, 512 KiB; the large row is 'large'."""
-    from .experiments import size_label
-
     return "large" if c.get("large") or c.get("block_size", 0) == 0 else size_label(c["block_size"])
 
 

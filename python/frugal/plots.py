@@ -14,8 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from .experiments import BIG_VARIANTS, IDLE_SLACK, POLICIES, THREAD_SIZES, Bigbuf, Fifo, Threads, size_label  # noqa: E402
-from .lab import FRUGAL, MiB, Context, ExpResult  # noqa: E402
+from .experiments.bigbuf import BIG_VARIANTS, Bigbuf  # noqa: E402
+from .experiments.bufcache import POLICIES  # noqa: E402
+from .experiments.fifo import Fifo  # noqa: E402
+from .experiments.footprint import IDLE_SLACK  # noqa: E402
+from .experiments.threads import SHAPES, THREAD_SIZES, Threads, cell_key  # noqa: E402
+from .lab import FRUGAL, Context, ExpResult  # noqa: E402
+from .units import KiB, MiB, size_label  # noqa: E402
 
 COLOURS = {"glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#ff7f0e", "mimalloc": "#9467bd",
            "frugal": "#2ca02c"}
@@ -131,7 +136,7 @@ def plot_fifo(res: ExpResult, ctx: Context, path: Path) -> None:
     size_axis(ax)
     ax.set_title("last round / first round (2ⁿ sizes)")
 
-    for k, size in enumerate((64, 64 * 1024, 512 * 1024)):
+    for k, size in enumerate((64, 64 * KiB, 512 * KiB)):
         ax = fig.add_subplot(grid[1, k])
         cell = f"pow2/{size}"
         for a in res.allocators:
@@ -187,8 +192,8 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
     for ax, size in zip(axes[0], THREAD_SIZES):
         ns = exp.counts(res, "malloc", size)
         for a in res.allocators:
-            t1 = res.m(a, exp.cell("malloc", size, 1), "time")
-            xs, ys = finite(ns, [t1 / res.m(a, exp.cell("malloc", size, n), "time") for n in ns])
+            t1 = res.m(a, cell_key("malloc", size, 1), "ns_per_object")
+            xs, ys = finite(ns, [t1 / res.m(a, cell_key("malloc", size, n), "ns_per_object") for n in ns])
             ax.plot(xs, ys, marker="o", ms=4, color=colour(a, res.allocators), lw=width(a), label=a)
         if ns:
             ax.plot(ns, [min(n, ctx.cores) for n in ns], color="black", ls=":", lw=1, label="perfect")
@@ -197,13 +202,13 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
         ax.set_title(f"{size_label(size)}: speedup against 1 thread")
         ax.set_xlabel("threads")
     ax = axes[1][0]
-    size = 1024
+    size = 1 * KiB
     ref = exp.reference(res)
-    base = res.m(ref, exp.cell("malloc", size, 1), "time")
+    base = res.m(ref, cell_key("malloc", size, 1), "ns_per_object")
     for a in res.allocators:
         for variant, ls in (("malloc", "-"), ("mutex-array", "--"), ("global-mutex", ":")):
             ns = exp.counts(res, variant, size)
-            xs, ys = finite(ns, [res.m(a, exp.cell(variant, size, n), "time") / base for n in ns])
+            xs, ys = finite(ns, [res.m(a, cell_key(variant, size, n), "ns_per_object") / base for n in ns])
             ax.plot(xs, ys, ls, marker="o", ms=3, color=colour(a, res.allocators), lw=width(a) * 0.8)
     log_scale(ax, "x", base=2)
     ns = exp.counts(res, "malloc", size)
@@ -213,15 +218,21 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
     ax.set_title(f"1 KiB, seed's chart: time / {ref} at 1 thread\n(solid malloc, dashed mutex-array, dotted global-mutex)")
     ax.set_xlabel("threads")
     ax = axes[1][1]
-    cells = [c for c in res.cells if res.info[c]["variant"] == "cross"]
-    labels = [f"{size_label(res.info[c]['size'])}\nN={res.info[c]['threads']}" for c in cells]
-    grouped_bars(ax, labels, res.allocators, lambda a, k: res.m(a, cells[k], "throughput") / 1e6)
+    cells = exp.of(res, "cross", *SHAPES)
+    labels = [f"{res.info[c]['variant']}\n{size_label(res.info[c]['size'])}, N={res.info[c]['threads']}" for c in cells]
+
+    def over_fastest(a: str, k: int) -> float:
+        fastest = min((res.m(b, cells[k], "time") for b in res.allocators), default=math.nan)
+        return res.m(a, cells[k], "time") / fastest
+
+    grouped_bars(ax, labels, res.allocators, over_fastest)
     log_scale(ax, "y")
-    ax.set_title("cross-thread: million objects per second")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title("blocks freed by other threads: time / the fastest's")
     ax = axes[1][2]
     top = max(exp.counts(res, "malloc", THREAD_SIZES[0]) or [1])
     grouped_bars(ax, [size_label(s) for s in THREAD_SIZES], res.allocators,
-                 lambda a, k: res.m(a, exp.cell("malloc", THREAD_SIZES[k], top), "maxrss") / MiB)
+                 lambda a, k: res.m(a, cell_key("malloc", THREAD_SIZES[k], top), "maxrss") / MiB)
     ax.set_title(f"peak RSS at N={top} (MiB)")
     finish_with_legend(fig, axes[0][0], "Seed 4 — threads sharing a heap", path)
 

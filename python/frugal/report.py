@@ -1,5 +1,5 @@
-"""report.md and report.html: the summary line, frugal's verdicts, and per experiment its
-parameters, plot and tables. Tables are tabulate's; the HTML page is one template."""
+"""The lab's report.md and report.html: the summary line, frugal's verdicts, and per experiment
+its parameters, plot and tables (their pieces: pages.py)."""
 
 from __future__ import annotations
 
@@ -8,45 +8,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tabulate import tabulate
-
 from .experiments import Experiment, Table
 from .lab import FRUGAL, LEDGER, LEDGER_MAX
+from .pages import code_md, page, table_html, table_md
 from .plots import plot
 
 if TYPE_CHECKING:
     from .bench import LabRun
 
 BADGE = {"pass": "PASS", "fail": "FAIL", "n/a": "n/a"}
-
-CSS = """
-body { font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1d2330; background: #f4f6f9;
-       margin: 0; }
-main { max-width: 1280px; margin: 0 auto; padding: 24px 32px 64px; }
-header { background: #1d2a3a; color: #fff; padding: 22px 32px; }
-header h1 { margin: 0 0 4px; font-size: 24px; }
-header p { margin: 0; color: #c5d0dd; }
-h2 { margin: 36px 0 8px; font-size: 20px; border-bottom: 2px solid #d5dbe3; padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 18px 0 6px; }
-section { background: #fff; border-radius: 8px; box-shadow: 0 1px 3px rgba(0,0,0,.08); padding: 4px 24px 20px;
-          margin-top: 24px; }
-table { border-collapse: collapse; margin: 8px 0 12px; font-variant-numeric: tabular-nums; font-size: 13px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #e3e7ed; text-align: right; white-space: nowrap; }
-th { background: #eef1f5; font-weight: 600; }
-td:first-child, th:first-child { text-align: left; }
-.scroll { overflow-x: auto; }
-img { max-width: 100%; border: 1px solid #e3e7ed; border-radius: 6px; margin: 8px 0; }
-.badge { display: inline-block; min-width: 38px; text-align: center; font-weight: 700; font-size: 12px;
-         border-radius: 4px; padding: 1px 6px; margin-right: 8px; color: #fff; }
-.pass { background: #2e9d4b; } .fail { background: #d33b3b; } .na { background: #9aa3ae; }
-ul.verdicts { list-style: none; padding: 0; margin: 6px 0; }
-ul.verdicts li { margin: 5px 0; }
-.detail { color: #5b6573; font-size: 12.5px; }
-.params { color: #3b4554; font-size: 13px; }
-.params code { background: #eef1f5; padding: 1px 4px; border-radius: 3px; }
-.note { color: #5b6573; font-size: 13px; }
-.err { color: #b02a2a; font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; }
-"""
 
 
 def param_text(v: Any) -> str:
@@ -129,17 +99,17 @@ def write_reports(lab: "LabRun", out: Path) -> dict[str, Path]:
         path = out / f"{e.name}.png"
         plot(e.name, res, lab.ctx, path)
         images[e.name] = path
-    (out / "report.md").write_text(markdown(lab, images))
-    (out / "report.html").write_text(html_page(lab, images))
+    (out / "report.md").write_text(lab_markdown(lab, images))
+    (out / "report.html").write_text(lab_html(lab, images))
     return images
 
 
-def markdown(lab: "LabRun", images: dict[str, Path]) -> str:
+def lab_markdown(lab: "LabRun", images: dict[str, Path]) -> str:
     parts = ["# frugal seed lab", ""]
     parts += [f"{line}  " for line in meta_lines(lab)]
     head, rows = summary_table(lab)
     parts += ["", "## Summary", "", summary_note(lab), "",
-              tabulate(rows, head, tablefmt="github"), "", "### frugal's verdicts", ""]
+              table_md(head, rows), "", "### frugal's verdicts", ""]
     for v in lab.all_verdicts():
         parts.append(f"- **{BADGE[v.status]}** {v.experiment}: {v.name} — {v.detail}")
     for i, e in enumerate(lab.experiments, 1):
@@ -149,11 +119,11 @@ def markdown(lab: "LabRun", images: dict[str, Path]) -> str:
         if e.name in images:
             parts += ["", f"![{e.name}]({images[e.name].name})"]
         for caption, head, rows in report_tables(lab, e):
-            parts += ["", f"**{caption}**", "", tabulate(rows, head, tablefmt="github")]
+            parts += ["", f"**{caption}**", "", table_md(head, rows)]
         errs = errors_of(lab, e.name)
         if errs:
             parts += ["", "**Failed runs**", ""] + [f"- `{x[:300]}`" for x in errs[:20]]
-    parts += ["", f"Raw and summarised numbers: `results.json`. Command: `{lab.meta.get('command', '')}`", ""]
+    parts += ["", f"Raw and summarised numbers: `results.json`. Command: {code_md(str(lab.meta.get('command', '')))}", ""]
     return "\n".join(parts)
 
 
@@ -166,19 +136,10 @@ def verdict_html(vs: list[Any]) -> str:
     return '<ul class="verdicts">' + "".join(items) + "</ul>"
 
 
-def table_html(head: list[str], rows: list[list[Any]]) -> str:
-    body = tabulate([[html.escape(str(c)) for c in r] for r in rows], [html.escape(h) for h in head],
-                    tablefmt="unsafehtml", disable_numparse=True)
-    return f'<div class="scroll">{body}</div>'
-
-
-def html_page(lab: "LabRun", images: dict[str, Path]) -> str:
+def lab_html(lab: "LabRun", images: dict[str, Path]) -> str:
     head, rows = summary_table(lab)
     meta = "".join(f"<p>{html.escape(line)}</p>" for line in meta_lines(lab))
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>frugal seed lab</title>",
-        f"<style>{CSS}</style></head><body>",
-        f"<header><h1>frugal seed lab</h1>{meta}</header><main>",
         f"<section><h2>Summary</h2><p class='note'>{html.escape(summary_note(lab))}</p>",
         table_html(head, rows),
         "<h3>frugal's verdicts (LAB.md; the ledger's price: issue #4)</h3>",
@@ -202,6 +163,5 @@ def html_page(lab: "LabRun", images: dict[str, Path]) -> str:
         parts.append("</section>")
     parts += [f"<p class='note'>Raw and summarised numbers: <code>results.json</code>. Command: "
               f"<code>{html.escape(str(lab.meta.get('command', '')))}</code></p>",
-              f"<script type='application/json' id='meta'>{html.escape(json.dumps(lab.meta))}</script>",
-              "</main></body></html>"]
-    return "\n".join(parts)
+              f"<script type='application/json' id='meta'>{html.escape(json.dumps(lab.meta))}</script>"]
+    return page("frugal seed lab", "frugal seed lab", [meta], parts)

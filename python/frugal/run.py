@@ -1,9 +1,6 @@
-"""`frugal run -- PROGRAM ARGS`: run any program on frugal with the ledger on, measure it from
-outside too, and write DIR/ledger.json (leak frames symbolized), report.md, report.html and
-plots; print the summary. The program's stdin, stdout and stderr are its own, and its exit
-code is ours. It is started through the lab's small launcher (bench/rusage) when built, which
-preloads frugal into the program only and reports wait4's numbers; forked straight from
-Python, the program would inherit this process's peak RSS in ru_maxrss."""
+"""`frugal run -- PROGRAM ARGS`: run a program on frugal with the ledger on and measure it from
+outside, through bench/rusage when built (forked from Python, it would inherit our peak RSS);
+write DIR/ledger.json, print the summary. The program keeps its own stdio and exit code."""
 
 from __future__ import annotations
 
@@ -18,10 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import ledger as L
+from .pages import command_line
 from .symbols import frame_name, symbolize_frames
+from .units import KiB, human
 
 DEFAULT_INTERVAL_MS = 50
 
@@ -79,7 +79,7 @@ def execute(argv: list[str], env: dict[str, str], launcher: Path | None) -> dict
                 raise
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
-        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * KiB,
                     "minflt": ru.ru_minflt, "majflt": ru.ru_majflt, "exit_code": exit_code_of(proc.returncode),
                     "signal": -proc.returncode if proc.returncode < 0 else 0, "launcher": False}
         if launcher is not None:
@@ -94,9 +94,9 @@ def execute(argv: list[str], env: dict[str, str], launcher: Path | None) -> dict
     return measured
 
 
-def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTERVAL_MS, leaks: bool = False,
-        console: Console | None = None, plots: bool = True) -> RunResult:
-    """Run argv under frugal with the ledger on; write the ledger, the reports and the plots."""
+def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTERVAL_MS,
+        leaks: bool = False) -> RunResult:
+    """Run argv under frugal with the ledger on; write the ledger (run_report writes the rest)."""
     lib = (build / "libfrugal.so").resolve()
     if not lib.is_file():
         raise FileNotFoundError(f"{lib} not built: run `make` (or give --build DIR)")
@@ -132,31 +132,29 @@ def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTE
             result.problems += [f"schema: {p}" for p in L.validate(doc)[:10]]
             ledger_file.write_text(json.dumps(doc, indent=1) + "\n")
             result.ledger = doc
-    from .run_report import write_run_reports  # matplotlib only after the program ran
-
-    result.files = [ledger_file] + write_run_reports(result, plots=plots)
-    if console is not None:
-        print_summary(result, console)
+    result.files = [ledger_file]
     return result
 
 
 def print_summary(r: RunResult, console: Console) -> None:
     o = r.outside
     sig = f" (signal {o['signal']}: {signal.Signals(o['signal']).name})" if o.get("signal") else ""
-    console.print(f"[bold]frugal run[/] {' '.join(r.argv)}  →  exit code {r.exit_code}{sig}")
+    # Everything the program or the user wrote goes through escape: rich would take brackets
+    # (d[str(i)]) for markup and drop them.
+    console.print(f"[bold]frugal run[/] {escape(command_line(r.argv))}  →  exit code {r.exit_code}{sig}")
     console.print(f"  outside: wall {o['wall']:.3f} s, user {o['user']:.3f} s, sys {o['sys']:.3f} s, "
-                  f"peak RSS {L.human(o['maxrss'])}, {o['minflt']} minor faults, {o['majflt']} major")
+                  f"peak RSS {human(o['maxrss'])}, {o['minflt']} minor faults, {o['majflt']} major")
     for p in r.problems:
-        console.print(f"  [yellow]warning:[/] {p}")
+        console.print(f"  [yellow]warning:[/] {escape(p)}")
     d = r.ledger
     if d is None:
         return
     t, live = d["totals"], d["live"]
     console.print(f"  ledger of pid {d['pid']}: {t['allocations']:,} allocations, {t['frees']:,} frees; requested "
-                  f"{L.human(t['bytes_requested'])}, handed out {L.human(t['bytes_handed_out'])}: "
+                  f"{human(t['bytes_requested'])}, handed out {human(t['bytes_handed_out'])}: "
                   f"[bold]{100 * t['efficiency']:.1f} % used[/] (seed 1's efficiency)")
-    console.print(f"  live at exit: {live['blocks']:,} blocks, {L.human(live['bytes_requested'])} requested in "
-                  f"{L.human(live['bytes_handed_out'])}; peak live {L.human(live['peak_bytes_handed_out'])} "
+    console.print(f"  live at exit: {live['blocks']:,} blocks, {human(live['bytes_requested'])} requested in "
+                  f"{human(live['bytes_handed_out'])}; peak live {human(live['peak_bytes_handed_out'])} "
                   f"handed out")
 
     table = Table(title="Top classes by bytes handed out", title_justify="left", show_edge=False)
@@ -164,13 +162,13 @@ def print_summary(r: RunResult, console: Console) -> None:
         table.add_column(col, justify="left" if col == "class" else "right")
     for c in L.top_classes(d, 8):
         table.add_row(L.class_label(c), f"{c['allocations']:,}", f"{c['frees']:,}", f"{c['live_blocks']:,}",
-                      f"{c['peak_live_blocks']:,}", L.human(c["bytes_requested"]), L.human(c["bytes_handed_out"]),
+                      f"{c['peak_live_blocks']:,}", human(c["bytes_requested"]), human(c["bytes_handed_out"]),
                       L.pct(c["bytes_requested"], c["bytes_handed_out"]))
     console.print(table)
 
     h = L.hidden_costs(d, o)
-    console.print(f"  [bold]hidden costs[/]: {h['fresh_pages']:,} fresh pages ({L.human(h['fresh_small_bytes'])} small + "
-                  f"{L.human(h['fresh_large_bytes'])} large; each a fault plus kernel zeroing) against "
+    console.print(f"  [bold]hidden costs[/]: {h['fresh_pages']:,} fresh pages ({human(h['fresh_small_bytes'])} small + "
+                  f"{human(h['fresh_large_bytes'])} large; each a fault plus kernel zeroing) against "
                   f"{h['minor_faults']:,} minor faults of the process; sys {h['sys_s']:.3f} s; "
                   f"mmap {h['os_calls']['mmap_calls']}, munmap {h['os_calls']['munmap_calls']}, "
                   f"madvise {h['os_calls']['madvise_calls']}")
@@ -179,14 +177,14 @@ def print_summary(r: RunResult, console: Console) -> None:
     console.print(f"  [bold]cache hit rates[/]: {rates}")
     console.print("  [bold]advice[/] (seed 1):")
     for line in L.advice(d):
-        console.print(f"    • {line}")
+        console.print(f"    • {escape(line)}")
     sites = L.leak_sites(d)
     if d.get("leaks") is not None:
         lk = d["leaks"]
-        console.print(f"  [bold]leaks[/]: {lk['blocks']:,} blocks, {L.human(lk['bytes'])} live at exit in "
+        console.print(f"  [bold]leaks[/]: {lk['blocks']:,} blocks, {human(lk['bytes'])} live at exit in "
                       f"{len(sites)} call sites (top {min(len(sites), 5)}):")
         for i, s in enumerate(sites[:5], 1):
             frames = " ← ".join(frame_name(f) for f in s["frames"][:3])
-            console.print(f"    #{i} {L.human(s['bytes'])} in {s['count']:,} blocks: [bold]{L.site_function(s)}[/]  "
-                          f"[dim]{frames}[/]")
-    console.print(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})")
+            console.print(f"    #{i} {human(s['bytes'])} in {s['count']:,} blocks: [bold]{escape(L.site_function(s))}[/]  "
+                          f"[dim]{escape(frames)}[/]")
+    console.print(escape(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})"))

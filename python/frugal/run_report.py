@@ -1,31 +1,27 @@
 """The report of one `frugal run`: plots (size histogram, live bytes and RSS over time,
-efficiency per class, leaks by site), report.md and report.html. Tables are tabulate's, plots
-matplotlib's, the page's style the lab report's."""
+efficiency per class, leaks by site), report.md and report.html (their pieces: pages.py)."""
 
 from __future__ import annotations
 
 import html
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, PercentFormatter  # noqa: E402
-from tabulate import tabulate  # noqa: E402
 
 from . import ledger as L  # noqa: E402
+from .pages import code_md, command_line, page, table_html, table_md  # noqa: E402
 from .plots import style  # noqa: E402
-from .report import CSS  # noqa: E402
+from .run import RunResult  # noqa: E402
 from .symbols import frame_name  # noqa: E402
-
-if TYPE_CHECKING:
-    from .run import RunResult
+from .units import human  # noqa: E402
 
 REQUESTED, HANDED, RSS, WASTE = "#2ca02c", "#1f77b4", "#7f7f7f", "#d62728"
-bytes_axis = FuncFormatter(lambda v, _: L.human(v) if v >= 0 else "")
+bytes_axis = FuncFormatter(lambda v, _: human(v) if v >= 0 else "")
 
 EXTRA_CSS = """
 .cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
@@ -53,13 +49,13 @@ def plot_sizes(d: dict, path: Path) -> None:
     ax.bar(lo, [b["count"] for b in hist], width=[h - w for w, h in zip(lo, hi)], align="edge", color=HANDED,
            edgecolor="white", linewidth=0.3)
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: L.human(v) if v >= 1 else ""))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v) if v >= 1 else ""))
     ax.set_yscale("log")
     a = d["advice"]
     for q, ls in (("p50", "-"), ("p90", "--"), ("p99", ":")):
         v = a[f"{q}_size"]
         if v > 0:
-            ax.axvline(v, color=WASTE, ls=ls, lw=1.2, label=f"{q}: ≤ {L.human(v)}")
+            ax.axvline(v, color=WASTE, ls=ls, lw=1.2, label=f"{q}: ≤ {human(v)}")
     ax.set_xlabel("requested size")
     ax.set_ylabel("allocations")
     ax.set_title("Requested sizes (8 buckets per power of two)")
@@ -151,23 +147,23 @@ def write_plots(d: dict, out: Path) -> dict[str, Path]:
 # ---- the tables both reports show ------------------------------------------------------------
 
 
-def overview_rows(r: "RunResult") -> list[list[str]]:
+def overview_rows(r: RunResult) -> list[list[str]]:
     o = r.outside
     rows = [["exit code", str(r.exit_code)],
             ["wall / user / sys", f"{o['wall']:.3f} s / {o['user']:.3f} s / {o['sys']:.3f} s"],
-            ["peak RSS (outside)", L.human(o["maxrss"])], ["page faults (outside)", f"{o['minflt']:,} minor, "
+            ["peak RSS (outside)", human(o["maxrss"])], ["page faults (outside)", f"{o['minflt']:,} minor, "
                                                                                    f"{o['majflt']:,} major"]]
     d = r.ledger
     if d is not None:
         t, live = d["totals"], d["live"]
         rows += [["ledger", f"pid {d['pid']}, frugal {d['version']}"],
                  ["allocations / frees", f"{t['allocations']:,} / {t['frees']:,}"],
-                 ["requested / handed out", f"{L.human(t['bytes_requested'])} / {L.human(t['bytes_handed_out'])}"],
+                 ["requested / handed out", f"{human(t['bytes_requested'])} / {human(t['bytes_handed_out'])}"],
                  ["efficiency (seed 1's % used)", f"{100 * t['efficiency']:.1f} %"],
-                 ["live at exit", f"{live['blocks']:,} blocks, {L.human(live['bytes_requested'])} requested in "
-                                  f"{L.human(live['bytes_handed_out'])}"],
-                 ["peak live (sampled)", f"{L.human(live['peak_bytes_requested'])} requested, "
-                                         f"{L.human(live['peak_bytes_handed_out'])} handed out"]]
+                 ["live at exit", f"{live['blocks']:,} blocks, {human(live['bytes_requested'])} requested in "
+                                  f"{human(live['bytes_handed_out'])}"],
+                 ["peak live (sampled)", f"{human(live['peak_bytes_requested'])} requested, "
+                                         f"{human(live['peak_bytes_handed_out'])} handed out"]]
     return rows
 
 
@@ -178,30 +174,30 @@ CLASS_HEAD = ["class", "allocations", "frees", "live", "peak live", "requested",
 def class_rows(d: dict, n: int | None = None) -> list[list[str]]:
     rows = L.top_classes(d, n or len(d["classes"]))
     return [[L.class_label(c), f"{c['allocations']:,}", f"{c['frees']:,}", f"{c['live_blocks']:,}",
-             f"{c['peak_live_blocks']:,}", L.human(c["bytes_requested"]), L.human(c["bytes_handed_out"]),
-             L.human(c["bytes_handed_out"] - c["bytes_requested"]), L.pct(c["bytes_requested"], c["bytes_handed_out"])]
+             f"{c['peak_live_blocks']:,}", human(c["bytes_requested"]), human(c["bytes_handed_out"]),
+             human(c["bytes_handed_out"] - c["bytes_requested"]), L.pct(c["bytes_requested"], c["bytes_handed_out"])]
             for c in rows]
 
 
 HIDDEN_HEAD = ["what", "value", "meaning"]
 
 
-def hidden_rows(r: "RunResult") -> list[list[str]]:
+def hidden_rows(r: RunResult) -> list[list[str]]:
     d = r.ledger
     assert d is not None
     h = L.hidden_costs(d, r.outside)
     c = d["counters"]
     return [
-        ["fresh pages", f"{h['fresh_pages']:,} ({L.human(h['fresh_bytes'])})",
+        ["fresh pages", f"{h['fresh_pages']:,} ({human(h['fresh_bytes'])})",
          "memory frugal carved untouched: each 4 KiB a page fault and kernel zeroing (seed 3)"],
-        ["  small / large", f"{L.human(h['fresh_small_bytes'])} / {L.human(h['fresh_large_bytes'])}", ""],
+        ["  small / large", f"{human(h['fresh_small_bytes'])} / {human(h['fresh_large_bytes'])}", ""],
         ["minor faults (process)", f"{h['minor_faults']:,}", "all the process's faults, frugal's and the program's"],
         ["kernel time (process)", f"{h['sys_s']:.3f} s", "where faults and zeroing are paid"],
-        ["mmap / munmap", f"{c['mmap_calls']:,} ({L.human(c['mmap_bytes'])}) / {c['munmap_calls']:,} "
-                          f"({L.human(c['munmap_bytes'])})", "address space taken and returned"],
-        ["madvise / mremap", f"{c['madvise_calls']:,} ({L.human(c['madvise_bytes'])}) / {c['mremap_calls']:,}",
+        ["mmap / munmap", f"{c['mmap_calls']:,} ({human(c['mmap_bytes'])}) / {c['munmap_calls']:,} "
+                          f"({human(c['munmap_bytes'])})", "address space taken and returned"],
+        ["madvise / mremap", f"{c['madvise_calls']:,} ({human(c['madvise_bytes'])}) / {c['mremap_calls']:,}",
          "memory given back with the range kept; large blocks resized in place"],
-        ["RSS at exit / peak", f"{L.human(d['process']['rss'])} / {L.human(d['process']['peak_rss'])}", ""],
+        ["RSS at exit / peak", f"{human(d['process']['rss'])} / {human(d['process']['peak_rss'])}", ""],
     ]
 
 
@@ -217,18 +213,18 @@ LEAK_HEAD = ["#", "bytes", "blocks", "where", "call stack (innermost first)"]
 
 
 def leak_rows(d: dict, sep: str) -> list[list[str]]:
-    return [[str(i), L.human(s["bytes"]), f"{s['count']:,}", L.site_function(s),
+    return [[str(i), human(s["bytes"]), f"{s['count']:,}", L.site_function(s),
              sep.join(frame_name(f) for f in s["frames"][:6])] for i, s in enumerate(L.leak_sites(d), 1)]
 
 
 # ---- report.md and report.html -----------------------------------------------------------------
 
 
-def markdown(r: "RunResult", images: dict[str, Path]) -> str:
+def run_markdown(r: RunResult, images: dict[str, Path]) -> str:
     d = r.ledger
-    parts = [f"# frugal run: `{' '.join(r.argv)}`", ""]
+    parts = [f"# frugal run: {code_md(command_line(r.argv))}", ""]
     parts += [f"**warning:** {p}  " for p in r.problems]
-    parts += ["", tabulate(overview_rows(r), ["", ""], tablefmt="github"), ""]
+    parts += ["", table_md(["", ""], overview_rows(r)), ""]
     if d is None:
         return "\n".join(parts + ["No ledger: nothing more to report.", ""])
     parts += ["## Seed 1's advice", ""] + [f"- {a}" for a in L.advice(d)]
@@ -238,55 +234,41 @@ def markdown(r: "RunResult", images: dict[str, Path]) -> str:
     parts += ["", "## Size classes", ""]
     if "classes" in images:
         parts += ["![classes](classes.png)", ""]
-    parts += [tabulate(class_rows(d), CLASS_HEAD, tablefmt="github")]
-    parts += ["", "## Hidden costs", "", tabulate(hidden_rows(r), HIDDEN_HEAD, tablefmt="github")]
-    parts += ["", "## Caches", "", tabulate(cache_rows(d), CACHE_HEAD, tablefmt="github")]
+    parts += [table_md(CLASS_HEAD, class_rows(d))]
+    parts += ["", "## Hidden costs", "", table_md(HIDDEN_HEAD, hidden_rows(r))]
+    parts += ["", "## Caches", "", table_md(CACHE_HEAD, cache_rows(d))]
     if d.get("leaks") is not None:
         lk = d["leaks"]
-        parts += ["", "## Leaks", "", f"{lk['blocks']:,} blocks, {L.human(lk['bytes'])} live at exit; top sites by "
+        parts += ["", "## Leaks", "", f"{lk['blocks']:,} blocks, {human(lk['bytes'])} live at exit; top sites by "
                                      "bytes.", ""]
         if "leaks" in images:
             parts += ["![leaks](leaks.png)", ""]
-        parts += [tabulate(leak_rows(d, " ← "), LEAK_HEAD, tablefmt="github")]
+        parts += [table_md(LEAK_HEAD, leak_rows(d, " ← "))]
     else:
         parts += ["", "Leaks were not recorded: `frugal run --leaks` records a call stack per block."]
     parts += ["", "Raw numbers: `ledger.json` (schema: `frugal/ledger.schema.json`).", ""]
     return "\n".join(parts)
 
 
-def table_html(head: list[str], rows: list[list[str]], raw_last: bool = False, cls: str = "") -> str:
-    esc = [[html.escape(str(c)) for c in row] for row in rows]
-    if raw_last:  # the call-stack column: one frame per line
-        for row in esc:
-            row[-1] = f"<div class='frames'>{row[-1]}</div>"
-    body = tabulate(esc, [html.escape(h) for h in head], tablefmt="unsafehtml")
-    if cls:
-        body = body.replace("<table>", f"<table class='{cls}'>", 1)
-    return f'<div class="scroll">{body}</div>'
-
-
-def cards(r: "RunResult") -> str:
+def cards(r: RunResult) -> str:
     d = r.ledger
     items = [("exit code", str(r.exit_code)), ("wall", f"{r.outside['wall']:.2f} s"),
-             ("peak RSS", L.human(r.outside["maxrss"]))]
+             ("peak RSS", human(r.outside["maxrss"]))]
     if d is not None:
         t = d["totals"]
         items += [("allocations", f"{t['allocations']:,}"), ("efficiency", f"{100 * t['efficiency']:.1f} %"),
-                  ("live at exit", L.human(d["live"]["bytes_handed_out"])),
-                  ("cache cutoff (p90)", L.human(d["advice"]["p90_size"]))]
+                  ("live at exit", human(d["live"]["bytes_handed_out"])),
+                  ("cache cutoff (p90)", human(d["advice"]["p90_size"]))]
         if d.get("leaks") is not None:
-            items.append(("leaked", f"{L.human(d['leaks']['bytes'])} in {d['leaks']['blocks']:,}"))
+            items.append(("leaked", f"{human(d['leaks']['bytes'])} in {d['leaks']['blocks']:,}"))
     return "<div class='cards'>" + "".join(f"<div class='card'><b>{html.escape(v)}</b><span>{html.escape(k)}</span>"
                                             "</div>" for k, v in items) + "</div>"
 
 
-def html_page(r: "RunResult", images: dict[str, Path]) -> str:
+def run_html(r: RunResult, images: dict[str, Path]) -> str:
     d = r.ledger
-    cmd = html.escape(" ".join(r.argv))
-    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>frugal run: {cmd}</title><style>{CSS}{EXTRA_CSS}</style></head><body>",
-             f"<header><h1>frugal run</h1><p><code>{cmd}</code></p></header><main>",
-             "<section><h2>Overview</h2>", cards(r)]
+    cmd = command_line(r.argv)
+    parts = ["<section><h2>Overview</h2>", cards(r)]
     parts += [f"<p class='warn'>warning: {html.escape(p)}</p>" for p in r.problems]
     parts += [table_html(["", ""], overview_rows(r), cls="kv"), "</section>"]
     if d is not None:
@@ -315,24 +297,24 @@ def html_page(r: "RunResult", images: dict[str, Path]) -> str:
         parts.append("<section><h2>Leaks</h2>")
         if d.get("leaks") is not None:
             lk = d["leaks"]
-            parts.append(f"<p>{lk['blocks']:,} blocks, {html.escape(L.human(lk['bytes']))} live at exit; the top "
+            parts.append(f"<p>{lk['blocks']:,} blocks, {html.escape(human(lk['bytes']))} live at exit; the top "
                          "call sites by bytes.</p>")
             if "leaks" in images:
                 parts.append("<img src='leaks.png' alt='leaks by call site'>")
-            parts.append(table_html(LEAK_HEAD, leak_rows(d, "\n"), raw_last=True, cls="lastleft leaks"))
+            parts.append(table_html(LEAK_HEAD, leak_rows(d, "\n"), frames_last=True, cls="lastleft leaks"))
         else:
             parts.append("<p class='note'>Not recorded: <code>frugal run --leaks</code> records a call stack per "
                          "block.</p>")
         parts.append("</section>")
     parts += ["<p class='note'>Raw numbers: <code>ledger.json</code> (schema: <code>frugal/ledger.schema.json</code>)."
-              "</p></main></body></html>"]
-    return "\n".join(parts)
+              "</p>"]
+    return page(f"frugal run: {cmd}", "frugal run", [f"<p><code>{html.escape(cmd)}</code></p>"], parts, EXTRA_CSS)
 
 
-def write_run_reports(r: "RunResult", plots: bool = True) -> list[Path]:
+def write_run_reports(r: RunResult, plots: bool = True) -> list[Path]:
     images = write_plots(r.ledger, r.out) if (plots and r.ledger is not None) else {}
-    md, page = r.out / "report.md", r.out / "report.html"
-    md.write_text(markdown(r, images))
-    page.write_text(html_page(r, images))
-    return [md, page, *images.values()]
+    md, page_file = r.out / "report.md", r.out / "report.html"
+    md.write_text(run_markdown(r, images))
+    page_file.write_text(run_html(r, images))
+    return [md, page_file, *images.values()]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .allocators import Allocator
+from .units import KiB
 
 
 # In a cell's arguments, stands for the directory of the built workloads (build/bench).
@@ -213,7 +214,7 @@ def measure_output(argv: Sequence[str], env: dict[str, str] | None = None, timeo
         err.seek(0)
         err_text = err.read().decode(errors="replace")[-2000:]
         err.close()
-        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+        measured = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "maxrss": ru.ru_maxrss * KiB,
                     "minflt": ru.ru_minflt, "majflt": ru.ru_majflt, "exit_code": proc.returncode}
         launcher_error = ""
         if launcher is not None and not timed_out.is_set():
@@ -292,22 +293,30 @@ def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[J
     return serial, parallel
 
 
+def measure_cell(cell: Cell, alloc: Allocator, bench_dir: Path) -> Sample:
+    """One run of `cell` under `alloc`."""
+    return measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
+                   launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
+
+
 def run_jobs(
     jobs: Sequence[Job],
     bench_dir: Path,
     on_done: Callable[[Job, Sample], None],
     on_start: Callable[[Job], None] | None = None,
     workers: int = 1,
+    skip: Callable[[Job], bool] | None = None,
 ) -> None:
-    """Run jobs one after the other (workers=1) or side by side."""
+    """Run jobs one after the other (workers=1) or side by side; `skip` may pass over a job
+    just before it would start, given what ran so far."""
 
     def one(job: Job) -> None:
         rep, cell, alloc = job
+        if skip and skip(job):
+            return
         if on_start:
             on_start(job)
-        sample = measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
-                         launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
-        on_done(job, sample)
+        on_done(job, measure_cell(cell, alloc, bench_dir))
 
     if workers <= 1:
         for job in jobs:

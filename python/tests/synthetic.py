@@ -7,6 +7,7 @@ from typing import Callable
 
 from frugal.experiments import EXPERIMENTS
 from frugal.lab import Context, ExpResult
+from frugal.units import MiB
 
 CTX = Context(mode="quick", cores=2, decay_ms=500)
 Metrics = dict[str, float]
@@ -24,7 +25,7 @@ def make(name: str, allocators: list[str], metrics: Callable[[str, dict, str], M
         res.errors[a] = {}
         res.series[a] = {}
         for c in cells:
-            m = {"wall": 1.0, "maxrss": 10.0 * (1 << 20)}
+            m = {"wall": 1.0, "maxrss": 10.0 * MiB}
             m.update(metrics(a, c.info, c.key))
             res.med[a][c.key] = m
     return res

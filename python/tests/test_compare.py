@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -97,3 +98,13 @@ def test_changed_output_or_exit_code_fails_the_comparison(build: Path, tmp_path:
     assert proc.returncode == 4  # the program's own exit code
     proc = compare(build, tmp_path / "d", "--env", "nosuch=A=1", "--", "true")
     assert proc.returncode == 2 and "not one of the allocators" in proc.stdout
+
+
+def test_command_with_brackets_is_shown_verbatim(build: Path, tmp_path: Path) -> None:
+    code = "d = {}; d[str(5)] = [5] * 5"  # issue #13 item 5: rich's markup ate [str(5)]
+    proc = compare(build, tmp_path / "cmd", "-n", "1", "--allocators", "glibc", "--", "python3", "-c", code)
+    assert proc.returncode == 0
+    shown = f"python3 -c '{code}'"
+    assert shown in proc.stdout
+    assert shown in (tmp_path / "cmd" / "report.md").read_text()
+    assert f"<code>{shown}</code>" in html.unescape((tmp_path / "cmd" / "report.html").read_text())

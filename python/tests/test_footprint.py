@@ -4,9 +4,10 @@ server's, whichever is larger)."""
 
 from __future__ import annotations
 
-from frugal.experiments import EXPERIMENTS, SERIES_POINTS
-from frugal.lab import MiB
+from frugal.experiments import EXPERIMENTS
+from frugal.experiments.footprint import SERIES_POINTS
 from frugal.runner import Sample
+from frugal.units import MiB
 
 from synthetic import CTX
 

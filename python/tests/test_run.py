@@ -1,10 +1,11 @@
 """The ledger from the outside: its JSON against ledger.schema.json, and `frugal run` end to end
 on python3 -c and on the C and C++ leak programs of tests/ledger (built with -g): report
-files present, the exit code passed through, and the leak report naming the functions that
-leaked, through addr2line, for a PIE and a non-PIE executable."""
+files present, the exit code passed through, the command shown as it ran, and the leak report
+naming the functions that leaked, through addr2line, for a PIE and a non-PIE executable."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import jsonschema
 import pytest
 
 from frugal import ledger as L
+from frugal.pages import code_md
 from frugal.symbols import link_base
 
 REPORT_FILES = ("ledger.json", "report.md", "report.html")
@@ -190,3 +192,21 @@ def test_advice_and_rates_on_a_synthetic_ledger() -> None:
     assert rates["thread cache"].rate == pytest.approx(0.95)
     assert rates["large cache"].rate == pytest.approx(0.75)
     assert rates["segment cache"].rate is None
+
+
+BRACKETS = "d = {}; d[str(5)] = [5] * 5; print(d)"  # issue #13 item 5: rich's markup ate [str(5)]
+
+
+def test_commands_are_shown_verbatim(build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "brackets"
+    proc = frugal_run(build, out, sys.executable, "-c", BRACKETS)
+    assert proc.returncode == 0 and "{'5': [5, 5, 5, 5, 5]}" in proc.stdout
+    shown = f"{sys.executable} -c '{BRACKETS}'"  # as a shell would take it back
+    assert f"frugal run {shown}" in proc.stderr
+    assert shown in (out / "report.md").read_text()
+    assert f"<code>{shown}</code>" in html.unescape((out / "report.html").read_text())
+
+
+def test_code_spans_survive_backticks() -> None:
+    assert code_md("echo `date`") == "`` echo `date` ``"
+    assert code_md("a[1]") == "`a[1]`"

@@ -4,11 +4,15 @@ verdict and one that fails each, plus n/a without frugal and fail when frugal cr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from frugal.experiments import EXPERIMENTS
-from frugal.lab import FAIL, MiB, NA, PASS, scores
+from frugal.experiments.threads import CAP_TARGETS, QUICK_OBJECTS, SHAPES, TARGET_S
+from frugal.lab import FAIL, NA, PASS, Context, scores
+from frugal.runner import Sample
+from frugal.units import KiB, MiB, size_label
 
 from synthetic import CTX, make
 
@@ -56,7 +60,7 @@ def fifo_metrics(good: bool):
         if info["kind"] == "c":
             size = info["size"]
             m["ns_per_byte"] = 10.0 / size + 0.01
-            if not good and a == "frugal" and size == 64 * 1024:
+            if not good and a == "frugal" and size == 64 * KiB:
                 m.update(ns_per_byte=3 * m["ns_per_byte"], last_over_first=1.3)
         if not good and a == "frugal" and key == "stl/list/3":
             m["trim_delta"] = 200.0 * MiB
@@ -90,24 +94,105 @@ def test_bigbuf_pass_and_fail() -> None:
 # --- threads ------------------------------------------------------------------------------------
 def threads_metrics(good: bool):
     def f(a: str, info: dict, key: str) -> dict:
-        n = info["threads"]
+        n, variant = info["threads"], info["variant"]
         if a == "frugal" and not good:
-            t = 1.0 if n <= CTX.cores else 1.5  # no scaling, and worse when oversubscribed
+            ns = 100.0 if n <= CTX.cores else 150.0  # no scaling, and worse when oversubscribed
         else:
-            t = 1.0 / min(n, CTX.cores)
+            ns = 100.0 / min(n, CTX.cores)
         thr = 2e6 if (a == "frugal") == good else 1e6
-        return {"time": t, "throughput": thr}
+        # The shapes: frugal first or last by a clear margin.
+        time = 1.0 if variant not in SHAPES else (0.8 if (a == "frugal") == good else 1.0)
+        return {"ns_per_object": ns, "time": time, "throughput": thr}
     return f
 
 
 def test_threads_pass_and_fail() -> None:
-    assert statuses("threads", make("threads", ALLOCS, threads_metrics(True))) == [PASS, PASS, PASS]
-    assert statuses("threads", make("threads", ALLOCS, threads_metrics(False))) == [FAIL, FAIL, FAIL]
+    assert statuses("threads", make("threads", ALLOCS, threads_metrics(True))) == [PASS] * 4
+    assert statuses("threads", make("threads", ALLOCS, threads_metrics(False))) == [FAIL] * 4
 
 
 def test_threads_cross_is_na_without_mimalloc() -> None:
     res = make("threads", ["glibc", "frugal"], threads_metrics(True))
     assert statuses("threads", res)[2] == NA
+
+
+def spread(res, alloc: str, cell: str, metric: str, lo: float, hi: float) -> None:
+    """Give `alloc`'s repetitions on `cell` the range lo..hi around its median."""
+    med = res.m(alloc, cell, metric)
+    res.lo.setdefault(alloc, {}).setdefault(cell, {})[metric] = lo
+    res.hi.setdefault(alloc, {}).setdefault(cell, {})[metric] = hi
+    res.spread.setdefault(alloc, {}).setdefault(cell, {})[metric] = (hi - lo) / med
+
+
+def test_threads_shapes_judged_only_beyond_the_spread() -> None:
+    """frugal 10 % slower than mimalloc on the storm: a fail when the repetitions agree, within
+    noise when they spread over more than the gap; the other shapes are still judged."""
+    def f(a: str, info: dict, key: str) -> dict:
+        m = threads_metrics(True)(a, info, key)
+        if info["variant"] == "storm":
+            m["time"] = {"frugal": 0.33, "mimalloc": 0.30}.get(a, 0.9)
+        return m
+    storm = f"storm/{SHAPES['storm']}/2"
+    res = make("threads", ALLOCS, f)
+    v = EXPERIMENTS["threads"].verdicts(res, CTX)[3]
+    assert v.status == FAIL and "storm" in v.detail and "1.10× mimalloc" in v.detail, v.detail
+    spread(res, "frugal", storm, "time", 0.30, 0.40)
+    spread(res, "mimalloc", storm, "time", 0.25, 0.35)
+    v = EXPERIMENTS["threads"].verdicts(res, CTX)[3]
+    print(v.detail)
+    assert v.status == PASS and f"within noise: storm {size_label(SHAPES['storm'])} N=2" in v.detail
+
+
+def test_threads_scaling_within_noise_when_the_range_straddles_the_bar() -> None:
+    res = make("threads", ALLOCS, threads_metrics(False))  # frugal: speedup 1.00 at N=2, bar 1.80
+    for size in (128, 1024, 1 << 20):
+        one, two = f"malloc/{size}/1", f"malloc/{size}/2"
+        spread(res, "frugal", one, "ns_per_object", 60.0, 190.0)
+        spread(res, "frugal", two, "ns_per_object", 99.0, 101.0)
+    v = EXPERIMENTS["threads"].verdicts(res, CTX)[0]
+    print(v.detail)
+    assert "within noise: 128 B N=2, 1 KiB N=2, 1 MiB N=2" in v.detail
+    assert v.status == FAIL and "N=8" in v.detail  # 4 x cores is still outside its range
+
+
+def test_threads_time_is_extrapolated_where_the_cap_stopped_a_run() -> None:
+    exp = EXPERIMENTS["threads"]
+    cell = next(c for c in exp.cells(CTX) if c.key == "malloc/128/1")
+    assert cell.info["objects"] == QUICK_OBJECTS[("malloc", 128)]
+    assert cell.args[cell.args.index("--max-ms") + 1] == str(round(1000 * CAP_TARGETS * TARGET_S["quick"]))
+    record = {"wall_ns": 750_000_000, "done": cell.info["objects"] // 4, "stopped": True, "objects": 0}
+    m, _ = exp.reduce(cell, Sample(0.8, 0.7, 0.1, 1 << 20, 10, 0, 0, records=[record]))
+    assert m["time"] == pytest.approx(3.0) and m["stopped"] == 1.0
+    assert m["ns_per_object"] == pytest.approx(750e6 / (cell.info["objects"] // 4))
+
+
+def test_threads_full_mode_calibrates_every_cell_to_the_target() -> None:
+    """A fake machine where allocator "fast" takes 2 ns per object after 50 ms of warm-up and
+    "slow" 20 ns: the probe sees mostly warm-up, the rounds that follow find the steady rate."""
+    full = Context(mode="full", cores=2)
+    calls: list[tuple[str, list | None]] = []
+
+    def probe(cell, names):
+        calls.append((cell.key, names))
+        args = cell.args
+        objects, cap = int(args[args.index("--objects") + 1]), int(args[args.index("--max-ms") + 1]) / 1000
+        out = {}
+        for name, ns in (("fast", 2e-9), ("slow", 20e-9)):
+            if names is None or name in names:
+                done = min(objects, max(0, int((cap - 0.05) / ns)))
+                secs = 0.05 + done * ns if done < objects else 0.05 + objects * ns
+                rec = {"wall_ns": int(secs * 1e9), "done": max(done, 1), "stopped": done < objects}
+                out[name] = Sample(secs, secs, 0.0, 1, 0, 0, 0, records=[rec])
+        return out
+
+    work = EXPERIMENTS["threads"].calibrate(full, probe)
+    cells = EXPERIMENTS["threads"].cells(replace(full, work=work))
+    assert len(work) == len(cells)
+    for c in cells:
+        took = 0.05 + c.info["objects"] * 2e-9  # what "fast" takes on it
+        assert TARGET_S["full"] <= took <= 1.5 * TARGET_S["full"], (c.key, took)
+    assert calls[0][1] is None and all(n is not None for _, n in calls[1:3])  # all, then the finalists
+    assert EXPERIMENTS["threads"].calibrate(CTX, probe) == {}  # quick mode keeps its measured X
 
 
 # --- footprint ----------------------------------------------------------------------------------
