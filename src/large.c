@@ -88,6 +88,7 @@ static fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
 /* Unlink the mappings cached for the decay time or longer (all of them when forced), and
  * return them linked by `next`. */
 static fg_segment_t *cache_expired(fg_large_cache_t *c, uint64_t now, bool force) {
+  if (c->bytes == 0) return NULL; /* the common case: no walk over the empty buckets */
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
   for (size_t b = 0; b < FG_LARGE_BUCKETS; b++) {
