@@ -231,6 +231,10 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
   }
   fg_segment_t *t = s;
   if (!_fg_os_resize(s, old, need)) { /* not in place: onto a new range */
+    /* Out of the segment map before the move: once moved, s's range is free, and another
+     * thread may map a segment there and register it, which a later clear would undo (its
+     * blocks were then "not a frugal pointer": the threaded stress test under LD_PRELOAD). */
+    _fg_segmap_set(s, false);
     t = _fg_os_alloc_aligned(need, FG_SEGMENT_SIZE);
     if (t == NULL || !_fg_os_move(s, old, t, need)) {
       if (t != NULL) _fg_os_free(t, need);
@@ -238,7 +242,6 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
       _fg_segment_unmap(s);
       return NULL;
     }
-    _fg_segmap_set(s, false); /* reads no header: s is gone */
     _fg_segment_large_init(t, need);
   }
   t->mapped = need;
