@@ -275,6 +275,8 @@ void _fg_large_unlock(void);
  * their own, as the direct table stays empty and the segment map has FG_SEGMAP_HOOKED. */
 extern bool _fg_hooked, _fg_hooked_all;
 void *_fg_malloc_raw(size_t size);
+/* fg_malloc for operator new: when no memory is found, returns failed(size) instead of NULL. */
+void *_fg_malloc_new(size_t size, void *(*failed)(size_t));
 void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */

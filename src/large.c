@@ -77,6 +77,7 @@ static fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
 /* Unlink the mappings cached for the decay time or longer (all of them when forced), and
  * return them linked by `next`. */
 static fg_segment_t *cache_expired(fg_large_cache_t *c, uint64_t now, bool force) {
+  if (c->bytes == 0) return NULL; /* the common case: no walk over the empty buckets */
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   fg_segment_t *expired = NULL;
   for (size_t b = 0; b < FG_LARGE_BUCKETS; b++) {
@@ -223,6 +224,10 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
   }
   fg_segment_t *t = s;
   if (!_fg_os_resize(s, old, need)) { /* not in place: onto a new range */
+    /* Out of the segment map before the move: once moved, s's range is free, and another
+     * thread may map a segment there and register it, which a later clear would undo (its
+     * blocks were then "not a frugal pointer": the threaded stress test under LD_PRELOAD). */
+    _fg_segmap_set(s, false);
     t = _fg_os_alloc_aligned(need, FG_SEGMENT_SIZE);
     /* Out of the segment map before the move: once moved, another thread may map a segment
      * at s and register it, and clearing s after would unregister that one (the stress test

@@ -33,14 +33,11 @@ static fg_noinline fg_cold void *new_failed(size_t n, size_t align, bool nothrow
   abort();
 }
 
-static inline void *new_impl(size_t n) {
-  void *p = fg_malloc(n);
-  return fg_likely(p != NULL) ? p : new_failed(n, 0, false);
-}
-static inline void *new_nothrow(size_t n) {
-  void *p = fg_malloc(n);
-  return fg_likely(p != NULL) ? p : new_failed(n, 0, true);
-}
+/* operator new's failure: the new-handler loop, then std::bad_alloc (or NULL: nothrow). */
+static void *new_throw(size_t n) { return new_failed(n, 0, false); }
+static void *new_null(size_t n) { return new_failed(n, 0, true); }
+static inline void *new_impl(size_t n) { return _fg_malloc_new(n, new_throw); }
+static inline void *new_nothrow(size_t n) { return _fg_malloc_new(n, new_null); }
 static inline void *new_aligned(size_t n, size_t align, bool nothrow) {
   void *p = fg_aligned_alloc(align, n);
   return fg_likely(p != NULL) ? p : new_failed(n, align, nothrow);

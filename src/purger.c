@@ -38,7 +38,11 @@ static bool park(void) {
 
 /* A pass, then a nap of a quarter of the decay time (so what expires is given back within
  * 1.25 x the decay time), or parked when nothing is left to expire. A program that caches
- * and takes back all the time keeps it napping, never spinning. */
+ * and takes back all the time keeps it napping, never spinning. Woken, it naps before its
+ * pass too: what was cached just now expires a decay time later at the earliest, and a
+ * pass at once found nothing to do, parked, and was woken by the next cache: a storm of
+ * threads, each caching its segment at exit for the next one to take, ran 11,630 passes
+ * and as many wake-ups for 20,000 threads (the purger's CPU time was a fifth of the run's). */
 static void *purger_main(void *arg) {
   (void)arg;
   is_purger = true;
@@ -46,7 +50,7 @@ static void *purger_main(void *arg) {
     atomic_store(&dirty, false);
     bool left = _fg_heaps_purge(_fg_clock_ms());
     _fg_count(FG_C_purger_passes, 1);
-    if (!left && park()) continue;
+    if (!left) park();
     uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
     nap_ms(decay / 4 > 10 ? decay / 4 : 10);
   }

@@ -219,6 +219,8 @@ void _fg_segment_page_free(fg_page_t *page) {
   _fg_lock(&heap->lock);
   page->heap = NULL;
   page->block_size = 0;
+  /* No block start passes the carved check: fg_usable_size's fast path relies on it. */
+  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   page->free = page->local_free = 0; /* nothing reads a free slot's lists */
   page->purged = 0;
   page->freed_at = _fg_clock_ms();
@@ -294,5 +296,8 @@ void _fg_segment_large_init(fg_segment_t *s, size_t size) {
   s->page_shift = FG_SEGMENT_SHIFT; /* every offset within the first 4 MiB maps to pages[0] */
   s->page_count = 1;
   s->mapped = fg_align_up(size, FG_OS_PAGE);
+  /* A split-off tail's header held user data: the lone page must read as no page (heap NULL,
+   * carved limit 0) to free's and fg_usable_size's fast paths, which look at it first. */
+  memset(&s->pages[0], 0, sizeof s->pages[0]);
   _fg_segmap_set(s, true);
 }
