@@ -229,10 +229,6 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
      * blocks were then "not a frugal pointer": the threaded stress test under LD_PRELOAD). */
     _fg_segmap_set(s, false);
     t = _fg_os_alloc_aligned(need, FG_SEGMENT_SIZE);
-    /* Out of the segment map before the move: once moved, another thread may map a segment
-     * at s and register it, and clearing s after would unregister that one (the stress test
-     * then saw its new block as "not a frugal pointer"). */
-    _fg_segmap_set(s, false);
     if (t == NULL || !_fg_os_move(s, old, t, need)) {
       if (t != NULL) _fg_os_free(t, need);
       _fg_count(FG_C_large_cache_evictions, 1);
