@@ -75,6 +75,7 @@ void _fg_process_init(void) {
   _fg_stats_init();
   _fg_hooked = _fg_secure_on || _fg_ledger_active;
   _fg_hooked_all = _fg_hooked && !_fg_ledger_fast;
+  _fg_sample_init();
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
@@ -106,6 +107,7 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_process_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _fg_stats_start();
+  _fg_sample_start();
   _fg_purger_enable();
 }
 

@@ -304,6 +304,27 @@ typedef struct fg_frame_s { /* a frame, named: its module, offset there, dynamic
 /* The frames of a stack, without frugal's own at the top; out has FG_STACK_FRAMES entries. */
 size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out);
 
+/* ---- sample.c: the allocation sampler and the heap profile -------------------------------- */
+void _fg_sample_init(void);  /* after options and the hooks' flags */
+void _fg_sample_start(void); /* from the library constructor: loads the unwinder for profiles */
+/* Count an allocation of `size` down from the heap's sample_left; true when it went below
+ * zero. On x86-64 one subtract from memory and a jump on its sign (compilers load, subtract,
+ * store and test). */
+static inline bool _fg_sample_due(fg_heap_t *heap, size_t size) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __asm__ goto("subq %1, %0\n\tjs %l[due]" : "+m"(heap->sample_left) : "r"(size) : "cc" : due);
+  return false;
+due:
+  return true;
+#else
+  return (heap->sample_left -= (int64_t)size) < 0;
+#endif
+}
+/* After _fg_sample_due: sets the next countdown; a sampled allocation, served as a large
+ * block, or NULL: take the plain path. */
+void *_fg_sample_alloc(size_t size, size_t align, bool zero);
+void _fg_sample_free(fg_segment_t *s); /* the large block s was a sample */
+
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */
 extern bool _fg_ledger_active;

@@ -339,6 +339,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   size_t slack = s->mapped - _fg_secure_guard() - offset - size;
   if (_fg_secure_on && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
   s->large_offset = offset;
+  s->sampled = 0; /* sample.c marks its own after this */
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
   if (zero && !fresh) memset(p, 0, size); /* a fresh mapping is zero already */
@@ -359,6 +360,7 @@ static fg_noinline void large_check(fg_segment_t *s, const void *p) {
 
 void _fg_large_free(fg_segment_t *s, const void *p) {
   large_check(s, p);
+  if (fg_unlikely(s->sampled)) _fg_sample_free(s);
   uint32_t live = FG_LARGE_LIVE;
   if (!atomic_compare_exchange_strong(&s->large_state, &live, FG_LARGE_FREE)) _fg_misuse("double free", p);
   s->freed_at = _fg_clock_ms();

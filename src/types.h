@@ -158,6 +158,9 @@ typedef struct fg_segment_s {
   size_t large_offset;           /* user block starts at segment + large_offset */
   size_t large_requested;        /* ledger only: requested size + 1 (0: unknown) */
   _Atomic(uint32_t) large_state; /* FG_LARGE_LIVE / FG_LARGE_FREE */
+  uint32_t sample_stack;         /* a sampled block (sample.c): its stack, */
+  uint8_t sampled;               /* whether it is one, */
+  size_t sample_size;            /* and its request */
   fg_page_t pages[];             /* page_count entries; a large segment has one, unused */
 } fg_segment_t;
 
@@ -178,6 +181,9 @@ typedef struct fg_page_queue_s {
 } fg_page_queue_t;
 
 typedef struct fg_heap_s {
+  /* Bytes malloc may still hand out before the next sampled allocation (sample.c): first,
+   * in the direct table's cache line, which malloc's fast path reads anyway. */
+  int64_t sample_left;
   fg_page_t *direct[FG_DIRECT_COUNT]; /* words of size -> page to allocate from */
   fg_page_queue_t queues[FG_CLASS_COUNT];
   fg_page_queue_t full;                 /* pages with no free block */
@@ -199,6 +205,7 @@ typedef struct fg_heap_s {
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
+  uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
 } fg_heap_t;
 
 #endif
