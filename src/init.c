@@ -82,6 +82,7 @@ void _fg_process_init(void) {
 /* ---- fork: take every lock before, release (parent) or re-create (child) after ---------- */
 
 static void fork_prepare(void) {
+  _fg_sample_lock_all(true);
   _fg_heaps_lock();
   _fg_segment_lock_all();
   _fg_large_lock();
@@ -92,12 +93,14 @@ static void fork_parent(void) {
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(false);
+  _fg_sample_lock_all(false);
 }
 static void fork_child(void) {
   _fg_page_side_lock(false);
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(true);
+  _fg_sample_lock_all(false);
   _fg_purger_after_fork_child();
 }
 

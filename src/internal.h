@@ -288,9 +288,10 @@ void _fg_secure_guard_mapping(void *base, size_t mapped);
 #define FG_STACK_FRAMES 16
 #define FG_NO_STACK UINT32_MAX
 uint64_t _fg_mix(uint64_t x);       /* a 64-bit hash finalizer, for the tables keyed by address */
-bool _fg_stacks_load(const char *who); /* from the constructor: libunwind; false (and a warning) without */
+bool _fg_stacks_load(const char *who); /* from the constructor: libunwind; false without (who: warn) */
 uint32_t _fg_stack_capture(int skip);  /* the caller's stack, interned; FG_NO_STACK if none */
 size_t _fg_stack_count(void);          /* stacks interned so far: ids are below it */
+void _fg_stacks_lock(bool lock);       /* fork */
 /* While a thread captures (or writes a report), its own allocations are frugal's doing: no
  * stack is captured for them and the ledger leaves them out. enter returns the old state. */
 bool _fg_stacks_capturing(void);
@@ -307,23 +308,37 @@ size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out);
 /* ---- sample.c: the allocation sampler and the heap profile -------------------------------- */
 void _fg_sample_init(void);  /* after options and the hooks' flags */
 void _fg_sample_start(void); /* from the library constructor: loads the unwinder for profiles */
+/* What an allocation counts beyond its size: guarded sampling picks one allocation in N,
+ * which a count of bytes alone cannot (a program of 16-byte blocks would hardly ever trip). */
+#define FG_SAMPLE_CHARGE 64
 /* Count an allocation of `size` down from the heap's sample_left; true when it went below
- * zero. On x86-64 one subtract from memory and a jump on its sign (compilers load, subtract,
- * store and test). */
+ * zero. On x86-64 an add folded into a lea, one subtract from memory and a jump on its sign
+ * (compilers load, subtract, store and test). */
 static inline bool _fg_sample_due(fg_heap_t *heap, size_t size) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __asm__ goto("subq %1, %0\n\tjs %l[due]" : "+m"(heap->sample_left) : "r"(size) : "cc" : due);
+  __asm__ goto("subq %1, %0\n\tjs %l[due]" : "+m"(heap->sample_left) : "r"(size + FG_SAMPLE_CHARGE) : "cc" : due);
   return false;
 due:
   return true;
 #else
-  return (heap->sample_left -= (int64_t)size) < 0;
+  return (heap->sample_left -= (int64_t)(size + FG_SAMPLE_CHARGE)) < 0;
 #endif
 }
 /* After _fg_sample_due: sets the next countdown; a sampled allocation, served as a large
  * block, or NULL: take the plain path. */
 void *_fg_sample_alloc(size_t size, size_t align, bool zero);
 void _fg_sample_free(fg_segment_t *s); /* the large block s was a sample */
+void _fg_sample_lock_all(bool lock);   /* fork: the sampler's, stack table's and guard's locks */
+
+/* ---- guard.c: guarded slots, and the fault handler that reports on them ------------------ */
+void _fg_guard_start(void); /* from the constructor: installs the SIGSEGV handler */
+void *_fg_guard_alloc(size_t size, bool zero, uint32_t stack); /* size <= a page; NULL: no slot */
+void _fg_guard_free(fg_segment_t *s);                          /* s->guarded: keep out of reach */
+void _fg_guard_lock(bool lock);
+/* Bytes of guard page at the end of a large mapping. */
+static inline size_t _fg_large_guard(const fg_segment_t *s) {
+  return s->guarded ? FG_OS_PAGE : _fg_secure_guard();
+}
 
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */

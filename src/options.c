@@ -46,6 +46,9 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
                                 "mean bytes allocated between two sampled allocations (0: no sampling)"},
     [FG_OPTION_PROFILE] = {"FRUGAL_PROFILE", 0, 0, 0, true,
                            "directory (%p = pid): heap profile from the samples written there at exit"},
+    [FG_OPTION_GUARD_EVERY] = {"FRUGAL_GUARD_EVERY", 50000, 0, 1L << 30, false,
+                               "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of "
+                               "reach a while after free (0: off; 1: every one)"},
 };
 
 long _fg_option_values[FG_OPTION_COUNT];

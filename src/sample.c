@@ -1,7 +1,8 @@
-/* sample.c — the allocation sampler and the heap profile drawn from it. malloc counts bytes
- * down (one subtract on the fast path, alloc.c); when the count goes below zero the
- * allocation is sampled: it is served as a large block, whose header records the sample, so
- * free() finds it on the large path it already takes and the fast free path pays nothing. */
+/* sample.c — the allocation sampler, and the heap profile drawn from it. malloc counts bytes
+ * down (its size plus FG_SAMPLE_CHARGE, one subtract on the fast path: alloc.c); when the
+ * count goes below zero the allocation is a trip: either a profile sample, served as a large
+ * block whose header records it, so that free() finds it on the large path it already takes
+ * and the fast free path pays nothing, or a candidate for a guarded slot (guard.c). */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -18,6 +19,11 @@
 
 static double mean_bytes; /* FRUGAL_SAMPLE_BYTES; 0: off */
 static bool profile_on;   /* FRUGAL_PROFILE: samples record their stacks */
+static bool guard_on, guard_all; /* FRUGAL_GUARD_EVERY > 0; == 1 */
+/* Trips come at rate 1 / trip_mean per byte counted: the profile's rate plus the guard's.
+ * Each trip is a profile sample with probability sample_share, else a guard candidate:
+ * splitting a Poisson process so keeps both parts Poisson and independent. */
+static double trip_mean, sample_share;
 
 /* Per stack (indexed by stack id), the estimates: bytes and blocks allocated over the run,
  * live now, and live at the last snapshot of the peak. */
@@ -57,35 +63,51 @@ static double neg_ln(double u) {
   return -(2 * sum + e * 0.6931471805599453);
 }
 
-/* The weight of a sample of s bytes: a block of s bytes is sampled with probability
- * 1 - exp(-s/T), so s over that probability is an unbiased estimate of its bytes. */
-static double weight(size_t s) {
-  double x = (double)s / mean_bytes;
-  return x < 1e-12 ? mean_bytes : (double)s / (1 - exp_neg(x));
+/* A block of s bytes is sampled with probability (1 - exp(-(s + charge) / trip_mean)) *
+ * sample_share (with guarded sampling off, 1 - exp(-(s + charge) / T)): s over it is an
+ * unbiased estimate of the block's bytes, and 1 over it of its count. */
+static double probability(size_t s) {
+  return (guard_all ? 1 : 1 - exp_neg((double)(s + FG_SAMPLE_CHARGE) / trip_mean)) * sample_share;
 }
 
-/* An exponentially distributed interval of mean T: the gaps between the sampled bytes of a
- * Poisson process, so each byte is equally likely to be sampled whatever came before. */
-static int64_t draw(fg_heap_t *heap) {
-  uint64_t x = heap->sample_rng; /* xorshift64*, never 0 */
+static double uniform(fg_heap_t *heap) { /* [0, 1), xorshift64* (its state never 0) */
+  uint64_t x = heap->sample_rng;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;
   heap->sample_rng = x;
-  double u = (double)((x * 0x2545f4914f6cdd1du) >> 11) * 0x1.0p-53 + 0x1.0p-54; /* (0, 1) */
-  double gap = mean_bytes * neg_ln(u);
+  return (double)((x * 0x2545f4914f6cdd1du) >> 11) * 0x1.0p-53;
+}
+
+/* An exponentially distributed interval of mean trip_mean: the gaps between the trip points
+ * of a Poisson process, so each byte counted is as likely to trip as any, whatever came
+ * before. */
+static int64_t draw(fg_heap_t *heap) {
+  if (guard_all) return 0; /* the next allocation trips again */
+  double u = uniform(heap) + 0x1.0p-54; /* (0, 1) */
+  double gap = trip_mean * neg_ln(u);
   return gap < (double)NEVER ? (int64_t)gap : NEVER;
 }
 
 void _fg_sample_init(void) {
   mean_bytes = (double)_fg_option(FG_OPTION_SAMPLE_BYTES);
+  long every = _fg_option(FG_OPTION_GUARD_EVERY);
   /* Leak stacks and secure mode hook every call and must see every block as their own. */
-  if (_fg_hooked_all) mean_bytes = 0;
-  profile_on = mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
+  profile_on = !_fg_hooked_all && mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
+  /* Nor with the ledger on: its exact per-class counts would see guarded blocks as large. */
+  guard_on = !_fg_hooked && every > 0;
+  guard_all = guard_on && every == 1;
+  double rate = (profile_on ? 1 / mean_bytes : 0) + (guard_on ? 1.0 / ((double)every * FG_SAMPLE_CHARGE) : 0);
+  trip_mean = rate > 0 ? 1 / rate : 0;
+  sample_share = profile_on ? 1 / mean_bytes / rate : 0;
 }
 
 void _fg_sample_start(void) {
   if (profile_on && !_fg_stacks_load("FRUGAL_PROFILE")) profile_on = false;
+  if (guard_on) {
+    _fg_stacks_load(NULL); /* quietly: without libunwind, guard reports have no stacks */
+    _fg_guard_start();
+  }
 }
 
 static bool sites_grow(size_t need) {
@@ -115,14 +137,14 @@ static void peak_update(bool at_exit) {
 
 static fg_noinline void record(fg_segment_t *s, size_t size) {
   uint32_t stack = _fg_stack_capture(2); /* record, _fg_sample_alloc */
-  double w = weight(size);
+  double w = (double)size / probability(size);
   pthread_mutex_lock(&sample_lock);
   if (stack != FG_NO_STACK && (stack < sites_cap || sites_grow(stack))) {
     site_est_t *e = &sites[stack];
     e->alloc_bytes += w;
-    e->alloc_count += w / (double)(size > 0 ? size : 1);
+    e->alloc_count += 1 / probability(size);
     e->live_bytes += w;
-    e->live_count += w / (double)(size > 0 ? size : 1);
+    e->live_count += 1 / probability(size);
     e->samples++;
     s->sample_stack = stack;
     s->sample_size = size;
@@ -135,13 +157,27 @@ static fg_noinline void record(fg_segment_t *s, size_t size) {
   pthread_mutex_unlock(&sample_lock);
 }
 
+/* fork: every lock of the sampler, the stack table and the guarded slots, in the order
+ * record and the profile writer take them. */
+void _fg_sample_lock_all(bool lock) {
+  if (lock) {
+    pthread_mutex_lock(&sample_lock);
+    _fg_stacks_lock(true);
+    _fg_guard_lock(true);
+  } else {
+    _fg_guard_lock(false);
+    _fg_stacks_lock(false);
+    pthread_mutex_unlock(&sample_lock);
+  }
+}
+
 void _fg_sample_free(fg_segment_t *s) {
   pthread_mutex_lock(&sample_lock);
   if (s->sampled) {
-    double w = weight(s->sample_size);
+    double w = (double)s->sample_size / probability(s->sample_size);
     site_est_t *e = &sites[s->sample_stack];
     e->live_bytes -= w;
-    e->live_count -= w / (double)(s->sample_size > 0 ? s->sample_size : 1);
+    e->live_count -= 1 / probability(s->sample_size);
     live_total -= w;
     s->sampled = 0;
   }
@@ -153,18 +189,21 @@ void _fg_sample_free(fg_segment_t *s) {
  * here as a large block (NULL: take the plain path). */
 void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
   fg_heap_t *heap = _fg_heap();
-  if (heap == &_fg_heap_empty || mean_bytes == 0) { /* not yet a heap of its own, or off */
+  if (heap == &_fg_heap_empty || trip_mean == 0) { /* not yet a heap of its own, or off */
     heap->sample_left = NEVER;
     return NULL;
   }
   if (heap->sample_rng == 0) { /* the thread's first trip: start its countdown from here */
     heap->sample_rng = (_fg_os_random() ^ (uintptr_t)heap) | 1;
-    int64_t left = draw(heap) - (int64_t)size;
+    int64_t left = draw(heap) - (int64_t)(size + FG_SAMPLE_CHARGE);
     heap->sample_left = left;
     if (left >= 0) return NULL;
   }
   heap->sample_left = draw(heap);
-  if (!profile_on || _fg_stacks_capturing() || size > FG_MAX_ALLOC || align > FG_LARGE_ALIGN_MAX) return NULL;
+  if (_fg_stacks_capturing() || size > FG_MAX_ALLOC || align > FG_LARGE_ALIGN_MAX) return NULL;
+  bool sample = sample_share >= 1 || (sample_share > 0 && uniform(heap) < sample_share);
+  if (!sample) /* a guard candidate: small blocks of malloc's own alignment only */
+    return guard_on && size <= FG_OS_PAGE && align <= 8 ? _fg_guard_alloc(size, zero, _fg_stack_capture(1)) : NULL;
   int saved = errno;
   void *p = _fg_large_alloc(size, align, zero);
   if (p == NULL) { /* the plain path may still find room, and must not see our ENOMEM */

@@ -298,5 +298,6 @@ void _fg_segment_large_init(fg_segment_t *s, size_t size) {
   s->page_shift = FG_SEGMENT_SHIFT; /* every offset within the first 4 MiB maps to pages[0] */
   s->page_count = 1;
   s->mapped = fg_align_up(size, FG_OS_PAGE);
+  s->sampled = s->guarded = 0; /* a reshaped block's tail gets its header where user bytes were */
   _fg_segmap_set(s, true);
 }

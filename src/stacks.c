@@ -46,7 +46,7 @@ bool _fg_stacks_load(const char *who) {
   void *fn = lib != NULL ? dlsym(lib, "unw_backtrace") : NULL;
   _fg_stacks_leave(was);
   if (fn == NULL) {
-    _fg_warning(who, ": libunwind not found (apt-get install libunwind8): no call stacks");
+    if (who != NULL) _fg_warning(who, ": libunwind not found (apt-get install libunwind8): no call stacks");
     return false;
   }
   memcpy(&backtrace_fn, &fn, sizeof fn);
@@ -111,6 +111,13 @@ uint32_t _fg_stack_capture(int skip) {
   pthread_mutex_unlock(&stack_lock);
   in_capture = false;
   return id;
+}
+
+void _fg_stacks_lock(bool lock) {
+  if (lock)
+    pthread_mutex_lock(&stack_lock);
+  else
+    pthread_mutex_unlock(&stack_lock);
 }
 
 size_t _fg_stack_count(void) {

@@ -158,8 +158,10 @@ typedef struct fg_segment_s {
   size_t large_offset;           /* user block starts at segment + large_offset */
   size_t large_requested;        /* ledger only: requested size + 1 (0: unknown) */
   _Atomic(uint32_t) large_state; /* FG_LARGE_LIVE / FG_LARGE_FREE */
-  uint32_t sample_stack;         /* a sampled block (sample.c): its stack, */
-  uint8_t sampled;               /* whether it is one, */
+  uint32_t sample_stack;         /* a sampled or guarded block (sample.c): its stack, */
+  uint32_t free_stack;           /* guarded: where it was freed, */
+  uint8_t sampled;               /* whether it is a profile sample, */
+  uint8_t guarded;               /* whether it is a guarded slot (guard.c), for good, */
   size_t sample_size;            /* and its request */
   fg_page_t pages[];             /* page_count entries; a large segment has one, unused */
 } fg_segment_t;

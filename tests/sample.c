@@ -53,10 +53,11 @@ int main(int argc, char **argv) {
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     size_t size = cases[c].size, n = N;
     size_t sampled = run(n, size, cases[c].how);
-    /* A block of s bytes holds a sample point with probability 1 - exp(-s/T). A realloc
-     * that grows a small block moves it, into a sample of its own or out of one: the last
-     * call decides. The count is Poisson: 5 standard deviations either way. */
-    double expect = (double)n * (1 - exp(-(double)size / MEAN)), sd = sqrt(expect);
+    /* A block of s bytes holds a sample point with probability 1 - exp(-(s + 64)/T) (each
+     * allocation counts 64 bytes more: FG_SAMPLE_CHARGE). A realloc that grows a small block
+     * moves it, into a sample of its own or out of one: the last call decides. The count is
+     * Poisson: 5 standard deviations either way. */
+    double expect = (double)n * (1 - exp(-(double)(size + 64) / MEAN)), sd = sqrt(expect);
     check_note("%zu B (way %d): %zu sampled, %.0f expected", size, cases[c].how, sampled, expect);
     if (on)
       CHECKF(fabs((double)sampled - expect) <= 5 * sd + 2, "%zu B blocks: %zu sampled, %.0f +- %.0f expected",
