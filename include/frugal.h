@@ -70,6 +70,9 @@ typedef enum fg_option_e {
   FG_OPTION_LEAKS,             /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
   FG_OPTION_SECURE,            /* FRUGAL_SECURE: canaries, free-fill checks, guard pages, shuffled pages */
   FG_OPTION_PURGE_THREAD,      /* FRUGAL_PURGE_THREAD: a background thread gives memory back while quiet */
+  FG_OPTION_SAMPLE_BYTES,      /* FRUGAL_SAMPLE_BYTES: mean bytes allocated between two sampled allocations */
+  FG_OPTION_PROFILE,           /* FRUGAL_PROFILE: directory for the heap profile drawn from the samples */
+  FG_OPTION_GUARD_EVERY,       /* FRUGAL_GUARD_EVERY: about one allocation in N gets a guard page */
   FG_OPTION_COUNT
 } fg_option_t;
 

@@ -86,8 +86,7 @@ static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(
 /* fg_malloc, and operator new when `failed` is not NULL: one fast path for both, so that
  * operator new costs no call and no NULL test of its own (C++ programs allocate through it
  * alone: 27 instructions a call as a wrapper of fg_malloc, against mimalloc's 24). */
-static inline void *malloc_fast(size_t size, void *(*failed)(size_t)) {
-  fg_heap_t *heap = _fg_heap();
+static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(size_t)) {
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
@@ -102,9 +101,28 @@ static inline void *malloc_fast(size_t size, void *(*failed)(size_t)) {
   return malloc_big(size, heap);
 }
 
-fg_export void *fg_malloc(size_t size) { return malloc_fast(size, NULL); }
+/* The sampler's countdown ran out (sample.c): a sampled block, or the plain one. */
+static fg_noinline void *malloc_sampled(fg_heap_t *heap, size_t size, void *(*failed)(size_t)) {
+  void *p = _fg_sample_alloc(size, 0, false);
+  return p != NULL ? p : malloc_fast(heap, size, failed);
+}
 
-void *_fg_malloc_new(size_t size, void *(*failed)(size_t)) { return malloc_fast(size, failed); }
+fg_export void *fg_malloc(size_t size) {
+  fg_heap_t *heap = _fg_heap();
+  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, NULL);
+  return malloc_fast(heap, size, NULL);
+}
+
+void *_fg_malloc_new(size_t size, void *(*failed)(size_t)) {
+  fg_heap_t *heap = _fg_heap();
+  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, failed);
+  return malloc_fast(heap, size, failed);
+}
+
+/* The same countdown for the other ways to allocate: a sampled block, or NULL. */
+static inline void *sampled(size_t size, size_t align, bool zero) {
+  return fg_unlikely(_fg_sample_due(_fg_heap(), size)) ? _fg_sample_alloc(size, align, zero) : NULL;
+}
 
 void *_fg_calloc_raw(size_t count, size_t size) {
   size_t total;
@@ -119,8 +137,10 @@ void *_fg_calloc_raw(size_t count, size_t size) {
 }
 
 fg_export void *fg_calloc(size_t count, size_t size) {
-  if (fg_likely(!_fg_hooked)) return _fg_calloc_raw(count, size);
   size_t total;
+  void *q = __builtin_mul_overflow(count, size, &total) ? NULL : sampled(total, 0, true);
+  if (q != NULL) return q;
+  if (fg_likely(!_fg_hooked)) return _fg_calloc_raw(count, size);
   if (__builtin_mul_overflow(count, size, &total) || total > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -185,7 +205,19 @@ static fg_noinline void *realloc_hooked(void *p, size_t size) {
   return q;
 }
 
+/* A sampled realloc moves the block into its sample. */
+static fg_noinline void *realloc_into(void *p, void *q, size_t size) {
+  if (p != NULL) {
+    size_t old = fg_usable_size(p);
+    memcpy(q, p, old < size ? old : size);
+    fg_free(p);
+  }
+  return q;
+}
+
 fg_export void *fg_realloc(void *p, size_t size) {
+  void *q = size != 0 ? sampled(size, 0, false) : NULL;
+  if (q != NULL) return realloc_into(p, q, size);
   if (fg_unlikely(_fg_hooked)) return realloc_hooked(p, size);
   return _fg_realloc_raw(p, size);
 }
@@ -231,6 +263,8 @@ void *_fg_memalign_raw(size_t align, size_t size) {
 }
 
 static void *malloc_aligned(size_t align, size_t size) {
+  void *q = sampled(size, align, false);
+  if (q != NULL) return q;
   if (fg_likely(!_fg_hooked)) return _fg_memalign_raw(align, size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;

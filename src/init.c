@@ -97,12 +97,14 @@ void _fg_process_init(void) {
   _fg_stats_init();
   _fg_hooked = _fg_secure_on || _fg_ledger_active;
   _fg_hooked_all = _fg_hooked && !_fg_ledger_fast;
+  _fg_sample_init();
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
 /* ---- fork: take every lock before, release (parent) or re-create (child) after ---------- */
 
 static void fork_prepare(void) {
+  _fg_sample_lock_all(true);
   _fg_heaps_lock();
   _fg_segment_lock_all();
   _fg_large_lock();
@@ -113,12 +115,14 @@ static void fork_parent(void) {
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(false);
+  _fg_sample_lock_all(false);
 }
 static void fork_child(void) {
   _fg_page_side_lock(false);
   _fg_large_unlock();
   _fg_segment_unlock_all();
   _fg_heaps_unlock(true);
+  _fg_sample_lock_all(false);
   _fg_purger_after_fork_child();
 }
 
@@ -128,6 +132,7 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_process_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _fg_stats_start();
+  _fg_sample_start();
   _fg_purger_enable();
 }
 

@@ -294,6 +294,62 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + sh
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
 
+/* ---- stacks.c: call stacks, captured, interned and named ---------------------------------- */
+#define FG_STACK_FRAMES 16
+#define FG_NO_STACK UINT32_MAX
+uint64_t _fg_mix(uint64_t x);       /* a 64-bit hash finalizer, for the tables keyed by address */
+bool _fg_stacks_load(const char *who); /* from the constructor: libunwind; false without (who: warn) */
+uint32_t _fg_stack_capture(int skip);  /* the caller's stack, interned; FG_NO_STACK if none */
+size_t _fg_stack_count(void);          /* stacks interned so far: ids are below it */
+void _fg_stacks_lock(bool lock);       /* fork */
+/* While a thread captures (or writes a report), its own allocations are frugal's doing: no
+ * stack is captured for them and the ledger leaves them out. enter returns the old state. */
+bool _fg_stacks_capturing(void);
+bool _fg_stacks_enter(void);
+void _fg_stacks_leave(bool was);
+typedef struct fg_frame_s { /* a frame, named: its module, offset there, dynamic symbol */
+  const char *module, *symbol;
+  uintptr_t offset;
+  bool ours; /* in libfrugal itself */
+} fg_frame_t;
+/* The frames of a stack, without frugal's own at the top; out has FG_STACK_FRAMES entries. */
+size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out);
+
+/* ---- sample.c: the allocation sampler and the heap profile -------------------------------- */
+void _fg_sample_init(void);  /* after options and the hooks' flags */
+void _fg_sample_start(void); /* from the library constructor: loads the unwinder for profiles */
+/* What an allocation counts beyond its size: guarded sampling picks one allocation in N,
+ * which a count of bytes alone cannot (a program of 16-byte blocks would hardly ever trip). */
+#define FG_SAMPLE_CHARGE 64
+/* Count an allocation of `size` down from the heap's sample_left; true when it went below
+ * zero. On x86-64 an add folded into a lea, one subtract from memory and a jump on its sign
+ * (compilers load, subtract, store and test). */
+static inline bool _fg_sample_due(fg_heap_t *heap, size_t size) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __asm__ goto("subq %1, %0\n\tjs %l[due]" : "+m"(heap->sample_left) : "r"(size + FG_SAMPLE_CHARGE) : "cc" : due);
+  return false;
+due:
+  return true;
+#else
+  return (heap->sample_left -= (int64_t)(size + FG_SAMPLE_CHARGE)) < 0;
+#endif
+}
+/* After _fg_sample_due: sets the next countdown; a sampled allocation, served as a large
+ * block, or NULL: take the plain path. */
+void *_fg_sample_alloc(size_t size, size_t align, bool zero);
+void _fg_sample_free(fg_segment_t *s); /* the large block s was a sample */
+void _fg_sample_lock_all(bool lock);   /* fork: the sampler's, stack table's and guard's locks */
+
+/* ---- guard.c: guarded slots, and the fault handler that reports on them ------------------ */
+void _fg_guard_start(void); /* from the constructor: installs the SIGSEGV handler */
+void *_fg_guard_alloc(size_t size, bool zero, uint32_t stack); /* size <= a page; NULL: no slot */
+void _fg_guard_free(fg_segment_t *s);                          /* s->guarded: keep out of reach */
+void _fg_guard_lock(bool lock);
+/* Bytes of guard page at the end of a large mapping. */
+static inline size_t _fg_large_guard(const fg_segment_t *s) {
+  return s->guarded ? FG_OS_PAGE : _fg_secure_guard();
+}
+
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */
 extern bool _fg_ledger_active;
@@ -326,6 +382,28 @@ static inline void _fg_ledger_count_free(fg_ledger_t *l, fg_page_t *page, size_t
   _fg_bump(&l->classes[c][FG_F_frees], 1);
   _fg_bump(&l->classes[c][FG_F_freed_requested], stored - 1);
 }
+
+fg_stats_t *_fg_stats_snapshot(void); /* fg_stats_get into a mapping of its own (NULL: none) */
+void _fg_stats_snapshot_free(fg_stats_t *st);
+size_t _fg_stats_timeline(fg_stats_sample_t *out); /* out: FG_STATS_TIMELINE_MAX entries */
+typedef struct fg_site_s {                       /* blocks grouped by the stack that allocated them */
+  uint64_t bytes, count;
+  uint32_t stack;
+} fg_site_t;
+/* Live blocks (FRUGAL_LEAKS) by call site, the top `max` by bytes; returns how many. */
+size_t _fg_leak_sites(fg_site_t *out, size_t max, uint64_t *total_bytes, uint64_t *total_count);
+
+/* ---- stats_report.c: the reports' formatter, also used by the profile writer -------------- */
+typedef struct fg_writer_s {
+  char *buf;
+  size_t size, len;
+  int fd; /* >= 0: flush to it when the buffer fills */
+} fg_writer_t;
+__attribute__((format(printf, 2, 3))) void _fg_w_printf(fg_writer_t *w, const char *fmt, ...);
+void _fg_w_jstr(fg_writer_t *w, const char *s); /* a JSON string */
+void _fg_w_frames(fg_writer_t *w, uint32_t stack); /* a JSON array of a stack's frames */
+void _fg_w_flush(fg_writer_t *w);
+void _fg_expand_pid(const char *path, char *out, size_t size); /* "%p" -> the pid */
 
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 

@@ -336,6 +336,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   size_t slack = s->mapped - _fg_secure_guard() - offset - size;
   if (_fg_secure_on && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
   s->large_offset = offset;
+  s->sampled = 0; /* sample.c marks its own after this */
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
   if (zero && !fresh) memset(p, 0, size); /* a fresh mapping is zero already */
@@ -356,8 +357,13 @@ static fg_noinline void large_check(fg_segment_t *s, const void *p) {
 
 void _fg_large_free(fg_segment_t *s, const void *p) {
   large_check(s, p);
+  if (fg_unlikely(s->sampled)) _fg_sample_free(s);
   uint32_t live = FG_LARGE_LIVE;
   if (!atomic_compare_exchange_strong(&s->large_state, &live, FG_LARGE_FREE)) _fg_misuse("double free", p);
+  if (fg_unlikely(s->guarded)) {
+    _fg_guard_free(s);
+    return;
+  }
   s->freed_at = _fg_clock_ms();
   fg_heap_t *heap = own_heap(false);
   if (heap == NULL) {
@@ -380,14 +386,15 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
 
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
   large_check(s, p);
-  return s->mapped - s->large_offset - _fg_secure_guard();
+  return s->mapped - s->large_offset - _fg_large_guard(s);
 }
 
 /* Resize in place when the mapping can follow (shrink, or grow into free address space
  * behind it): no copy, no fault on the kept pages. NULL when the block must move. */
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
   large_check(s, p);
-  size_t usable = s->mapped - s->large_offset - _fg_secure_guard();
+  if (s->guarded) return NULL; /* a slot's mapping stays as it is: the block moves */
+  size_t usable = s->mapped - s->large_offset - _fg_large_guard(s);
   if (size <= usable && size >= usable / 2) {
     size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
     if ((s->mapped - want) * 8 > s->mapped && _fg_os_resize(s, s->mapped, want)) s->mapped = want;

@@ -297,7 +297,9 @@ void _fg_segment_large_init(fg_segment_t *s, size_t size) {
   s->page_count = 1;
   s->mapped = fg_align_up(size, FG_OS_PAGE);
   /* A split-off tail's header held user data: the lone page must read as no page (heap NULL,
-   * carved limit 0) to free's and fg_usable_size's fast paths, which look at it first. */
+   * carved limit 0) to free's and fg_usable_size's fast paths, which look at it first, and the
+   * block as neither sampled nor guarded. */
   memset(&s->pages[0], 0, sizeof s->pages[0]);
+  s->sampled = s->guarded = 0;
   _fg_segmap_set(s, true);
 }

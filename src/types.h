@@ -164,6 +164,11 @@ typedef struct fg_segment_s {
   size_t large_offset;           /* user block starts at segment + large_offset */
   size_t large_requested;        /* ledger only: requested size + 1 (0: unknown) */
   _Atomic(uint32_t) large_state; /* FG_LARGE_LIVE / FG_LARGE_FREE */
+  uint32_t sample_stack;         /* a sampled or guarded block (sample.c): its stack, */
+  uint32_t free_stack;           /* guarded: where it was freed, */
+  uint8_t sampled;               /* whether it is a profile sample, */
+  uint8_t guarded;               /* whether it is a guarded slot (guard.c), for good, */
+  size_t sample_size;            /* and its request */
   fg_page_t pages[];             /* page_count entries; a large segment has one, unused */
 } fg_segment_t;
 
@@ -184,6 +189,9 @@ typedef struct fg_page_queue_s {
 } fg_page_queue_t;
 
 typedef struct fg_heap_s {
+  /* Bytes malloc may still hand out before the next sampled allocation (sample.c): first,
+   * in the direct table's cache line, which malloc's fast path reads anyway. */
+  int64_t sample_left;
   fg_page_t *direct[FG_DIRECT_COUNT]; /* words of size -> page to allocate from */
   fg_page_queue_t queues[FG_CLASS_COUNT];
   fg_page_queue_t full;                 /* pages with no free block */
@@ -207,6 +215,7 @@ typedef struct fg_heap_s {
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
+  uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
 } fg_heap_t;
 
 #endif

@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cores", type=int, default=None, help=argparse.SUPPRESS)
 
     run = sub.add_parser("run", help="run a program on frugal with the ledger on and report its allocations",
-                         usage="frugal run [-o DIR] [--interval-ms N] [--leaks] [--build DIR] -- PROGRAM [ARGS...]",
+                         usage="frugal run [-o DIR] [--interval-ms N] [--leaks | --profile] [--build DIR] -- PROGRAM [ARGS...]",
                          description="Run PROGRAM on frugal (LD_PRELOAD) with the ledger on; write DIR/ledger.json, "
                                      "report.html, report.md and plots, print the summary, and exit with the "
                                      "program's exit code.")
@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="timeline sample period in ms (default: 50)")
     run.add_argument("--leaks", action="store_true",
                      help="record a call stack per block and report the blocks live at exit by call site (slower)")
+    run.add_argument("--profile", action="store_true",
+                     help="sample about one allocation per FRUGAL_SAMPLE_BYTES (1 MiB) and write estimated bytes by "
+                          "call stack: DIR/alloc.folded, live.folded, peak.folded, flame-*.svg, top sites (cheap)")
     run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
     run.add_argument("--build", type=Path, default=default_build(),
                      help=BUILD_HELP)
@@ -149,8 +152,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     command = program_of(args)
     if not command:
         return error(console, "no program given: frugal run [-o DIR] -- PROGRAM ARGS")
+    if args.leaks and args.profile:
+        return error(console, "--leaks and --profile: choose one (with a stack for every block, nothing is sampled)")
     try:
-        result = run(command, args.out, args.build, args.interval_ms, args.leaks)
+        result = run(command, args.out, args.build, args.interval_ms, args.leaks, profile=args.profile)
         from .run_report import write_run_reports  # matplotlib only after the program ran
 
         result.files += write_run_reports(result, plots=not args.no_plots)

@@ -39,10 +39,16 @@ class RunResult:
     out: Path
     problems: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    profile: dict | None = None  # --profile: profile.json, its frames named
 
 
-def child_env(lib: Path, ledger_file: Path, interval_ms: int, leaks: bool) -> dict[str, str]:
+def child_env(lib: Path, ledger_file: Path, interval_ms: int, leaks: bool,
+              profile_dir: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if profile_dir is not None:
+        env["FRUGAL_PROFILE"] = str(profile_dir)
+    else:
+        env.pop("FRUGAL_PROFILE", None)
     env["FRUGAL_STATS_FILE"] = str(ledger_file)
     env["FRUGAL_STATS_INTERVAL_MS"] = str(interval_ms)
     if leaks:
@@ -95,8 +101,9 @@ def execute(argv: list[str], env: dict[str, str], launcher: Path | None) -> dict
 
 
 def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTERVAL_MS,
-        leaks: bool = False) -> RunResult:
-    """Run argv under frugal with the ledger on; write the ledger (run_report writes the rest)."""
+        leaks: bool = False, profile: bool = False) -> RunResult:
+    """Run argv under frugal with the ledger on; write the ledger (run_report writes the rest).
+    profile: the sampled heap profile too (FRUGAL_PROFILE=out): profile.json and folded stacks."""
     lib = (build / "libfrugal.so").resolve()
     if not lib.is_file():
         raise FileNotFoundError(f"{lib} not built: run `make` (or give --build DIR)")
@@ -108,7 +115,9 @@ def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTE
     ledger_file = (out / "ledger.json").resolve()
     ledger_file.unlink(missing_ok=True)
     launcher = build / "bench" / "rusage"
-    env = child_env(lib, ledger_file, interval_ms, leaks)
+    profile_file = (out / "profile.json").resolve()
+    profile_file.unlink(missing_ok=True)
+    env = child_env(lib, ledger_file, interval_ms, leaks, profile_file.parent if profile else None)
     outside = execute([str(program), *argv[1:]], env, launcher.resolve() if launcher.is_file() else None)
 
     result = RunResult(argv=list(argv), program=program, exit_code=int(outside["exit_code"]), outside=outside,
@@ -132,8 +141,28 @@ def run(argv: list[str], out: Path, build: Path, interval_ms: int = DEFAULT_INTE
             result.problems += [f"schema: {p}" for p in L.validate(doc)[:10]]
             ledger_file.write_text(json.dumps(doc, indent=1) + "\n")
             result.ledger = doc
-    result.files = [ledger_file]
+    result.files = [ledger_file] + (read_profile(result, profile_file) if profile else [])
     return result
+
+
+def read_profile(result: RunResult, path: Path) -> list[Path]:
+    """The library's profile.json, its frames named by addr2line; the folded files and flame
+    graphs written again from it."""
+    from . import profile as P
+
+    if not path.is_file():
+        result.problems.append("the program wrote no profile: it ended without running exit handlers, or "
+                               "FRUGAL_SAMPLE_BYTES=0 turned the sampler off")
+        return []
+    try:
+        doc = P.load(path)
+    except ValueError as e:
+        result.problems.append(f"profile.json: {e}")
+        return []
+    P.symbolize(doc, result.program, Path.cwd())
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    result.profile = doc
+    return [path, *P.write(doc, result.out)]
 
 
 def print_summary(r: RunResult, console: Console) -> None:
@@ -187,4 +216,15 @@ def print_summary(r: RunResult, console: Console) -> None:
             frames = " ← ".join(frame_name(f) for f in s["frames"][:3])
             console.print(f"    #{i} {human(s['bytes'])} in {s['count']:,} blocks: [bold]{escape(L.site_function(s))}[/]  "
                           f"[dim]{escape(frames)}[/]")
+    if r.profile is not None:
+        from . import profile as P
+
+        p = r.profile
+        console.print(f"  [bold]heap profile[/] ({p['samples']:,} samples, one per {human(p['sample_bytes'])}): "
+                      f"~{human(p['totals']['alloc_bytes'])} allocated, ~{human(p['totals']['peak_live_bytes'])} "
+                      f"live at the peak, ~{human(p['totals']['live_bytes'])} at exit; top sites by bytes allocated:")
+        for i, s in enumerate(P.top_sites(p, "alloc_bytes", 5), 1):
+            console.print(f"    #{i} ~{human(round(s.alloc_bytes))} in ~{round(s.alloc_count):,} blocks, "
+                          f"~{human(round(s.live_bytes))} live at exit: [bold]{escape(s.where)}[/]")
+        console.print(escape(f"  Flame graphs: {r.out / 'flame-alloc.svg'}, {r.out / 'flame-live.svg'}"))
     console.print(escape(f"  Report: {r.out / 'report.html'}  ({r.out / 'report.md'}, {r.out / 'ledger.json'})"))

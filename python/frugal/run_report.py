@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, PercentFormatter  # noqa: E402
 
 from . import ledger as L  # noqa: E402
+from . import profile as P  # noqa: E402
 from .pages import code_md, command_line, page, table_html, table_md  # noqa: E402
 from .plots import style  # noqa: E402
 from .run import RunResult  # noqa: E402
@@ -217,6 +218,32 @@ def leak_rows(d: dict, sep: str) -> list[list[str]]:
              sep.join(frame_name(f) for f in s["frames"][:6])] for i, s in enumerate(L.leak_sites(d), 1)]
 
 
+# ---- the sampled heap profile (--profile) ------------------------------------------------------
+
+PROFILE_TABLES = (("alloc_bytes", "Top 20 sites by bytes allocated"), ("alloc_count", "Top 20 sites by blocks"))
+
+
+def profile_markdown(r: RunResult) -> list[str]:
+    if r.profile is None:
+        return []
+    parts = ["", "## Heap profile (sampled)", "", P.summary(r.profile), "",
+             "![bytes allocated by call stack](flame-alloc.svg)", "", "![bytes live at the peak](flame-peak.svg)", ""]
+    for by, title in PROFILE_TABLES:
+        parts += [f"### {title}", "", table_md(P.SITE_HEAD, P.site_rows(r.profile, by)), ""]
+    return parts
+
+
+def profile_html(r: RunResult) -> list[str]:
+    if r.profile is None:
+        return []
+    parts = ["<section><h2>Heap profile (sampled)</h2>", f"<p>{html.escape(P.summary(r.profile))}</p>"]
+    for view in ("alloc", "peak", "live"):
+        parts.append(f"<object type='image/svg+xml' data='flame-{view}.svg' style='width:100%'></object>")
+    for by, title in PROFILE_TABLES:
+        parts += [f"<h3>{title}</h3>", table_html(P.SITE_HEAD, P.site_rows(r.profile, by), cls="lastleft")]
+    return parts + ["</section>"]
+
+
 # ---- report.md and report.html -----------------------------------------------------------------
 
 
@@ -246,6 +273,7 @@ def run_markdown(r: RunResult, images: dict[str, Path]) -> str:
         parts += [table_md(LEAK_HEAD, leak_rows(d, " ← "))]
     else:
         parts += ["", "Leaks were not recorded: `frugal run --leaks` records a call stack per block."]
+    parts += profile_markdown(r)
     parts += ["", "Raw numbers: `ledger.json` (schema: `frugal/ledger.schema.json`).", ""]
     return "\n".join(parts)
 
@@ -306,6 +334,7 @@ def run_html(r: RunResult, images: dict[str, Path]) -> str:
             parts.append("<p class='note'>Not recorded: <code>frugal run --leaks</code> records a call stack per "
                          "block.</p>")
         parts.append("</section>")
+    parts += profile_html(r)
     parts += ["<p class='note'>Raw numbers: <code>ledger.json</code> (schema: <code>frugal/ledger.schema.json</code>)."
               "</p>"]
     return page(f"frugal run: {cmd}", "frugal run", [f"<p><code>{html.escape(cmd)}</code></p>"], parts, EXTRA_CSS)

@@ -1,0 +1,158 @@
+/* stacks.c — call stacks for whoever needs one (leak stacks, samples): capture with
+ * libunwind, intern into one table of distinct stacks (an id per stack, so a block stores
+ * 4 bytes), and name the frames for the reports. Capture and interning run under a lock. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+typedef struct stack_entry_s {
+  uint64_t hash;
+  uint32_t depth;
+  void *pc[FG_STACK_FRAMES];
+} stack_entry_t;
+
+static pthread_mutex_t stack_lock = PTHREAD_MUTEX_INITIALIZER;
+static stack_entry_t *stack_table;
+static uint32_t *stack_index; /* open addressing over stack_table, entries are index + 1 */
+static size_t stack_cap, stack_count;
+static __thread bool in_capture __attribute__((tls_model("initial-exec")));
+/* libunwind's unw_backtrace, loaded by _fg_stacks_load when stacks are asked for: the
+ * library is not a dependency of every program frugal is preloaded into. */
+static int (*backtrace_fn)(void **frames, int max);
+static void *self_base;
+
+uint64_t _fg_mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdu;
+  x ^= x >> 33;
+  return x;
+}
+
+bool _fg_stacks_capturing(void) { return in_capture; }
+bool _fg_stacks_enter(void) {
+  bool was = in_capture;
+  in_capture = true;
+  return was;
+}
+void _fg_stacks_leave(bool was) { in_capture = was; }
+
+bool _fg_stacks_load(const char *who) {
+  if (backtrace_fn != NULL) return true;
+  bool was = _fg_stacks_enter();
+  void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) lib = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
+  void *fn = lib != NULL ? dlsym(lib, "unw_backtrace") : NULL;
+  _fg_stacks_leave(was);
+  if (fn == NULL) {
+    if (who != NULL) _fg_warning(who, ": libunwind not found (apt-get install libunwind8): no call stacks");
+    return false;
+  }
+  memcpy(&backtrace_fn, &fn, sizeof fn);
+  return true;
+}
+
+static bool stack_grow(void) {
+  size_t cap = stack_cap == 0 ? 1024 : stack_cap * 2;
+  stack_entry_t *t = _fg_os_alloc_aligned(cap * sizeof *t, FG_OS_PAGE);
+  uint32_t *index = _fg_os_alloc_aligned(cap * 2 * sizeof *index, FG_OS_PAGE);
+  if (t == NULL || index == NULL) return false;
+  if (stack_table != NULL) {
+    memcpy(t, stack_table, stack_count * sizeof *t);
+    _fg_os_free(stack_table, stack_cap * sizeof *t);
+    _fg_os_free(stack_index, stack_cap * 2 * sizeof *index);
+  }
+  for (size_t i = 0; i < stack_count; i++) {
+    size_t j = t[i].hash & (cap * 2 - 1);
+    while (index[j] != 0) j = (j + 1) & (cap * 2 - 1);
+    index[j] = (uint32_t)i + 1;
+  }
+  stack_table = t;
+  stack_index = index;
+  stack_cap = cap;
+  return true;
+}
+
+/* Under stack_lock. */
+static uint32_t stack_intern(void **pc, uint32_t depth) {
+  uint64_t h = depth;
+  for (uint32_t i = 0; i < depth; i++) h = _fg_mix(h ^ (uint64_t)(uintptr_t)pc[i]);
+  if (stack_count + 1 > stack_cap && !stack_grow()) return FG_NO_STACK;
+  size_t mask = stack_cap * 2 - 1;
+  for (size_t j = h & mask;; j = (j + 1) & mask) {
+    uint32_t e = stack_index[j];
+    if (e == 0) {
+      stack_entry_t *st = &stack_table[stack_count];
+      st->hash = h;
+      st->depth = depth;
+      memcpy(st->pc, pc, depth * sizeof *pc);
+      stack_index[j] = (uint32_t)++stack_count;
+      return (uint32_t)stack_count - 1;
+    }
+    stack_entry_t *st = &stack_table[e - 1];
+    if (st->hash == h && st->depth == depth && memcmp(st->pc, pc, depth * sizeof *pc) == 0) return e - 1;
+  }
+}
+
+/* libunwind's unw_backtrace walks the stack without malloc on x86-64; the guard keeps any
+ * allocation it might still make from recording (and unwinding) itself. `skip`: frames of
+ * frugal's own to drop from the top (the reports drop the rest of frugal's by module). */
+uint32_t _fg_stack_capture(int skip) {
+  if (in_capture || backtrace_fn == NULL) return FG_NO_STACK;
+  in_capture = true;
+  void *pc[FG_STACK_FRAMES + 4];
+  int depth = backtrace_fn(pc, FG_STACK_FRAMES + 4);
+  skip += 1; /* this function */
+  if (skip > depth) skip = 0;
+  uint32_t n = (uint32_t)(depth - skip > FG_STACK_FRAMES ? FG_STACK_FRAMES : depth - skip);
+  pthread_mutex_lock(&stack_lock);
+  uint32_t id = stack_intern(pc + skip, n);
+  pthread_mutex_unlock(&stack_lock);
+  in_capture = false;
+  return id;
+}
+
+void _fg_stacks_lock(bool lock) {
+  if (lock)
+    pthread_mutex_lock(&stack_lock);
+  else
+    pthread_mutex_unlock(&stack_lock);
+}
+
+size_t _fg_stack_count(void) {
+  pthread_mutex_lock(&stack_lock);
+  size_t n = stack_count;
+  pthread_mutex_unlock(&stack_lock);
+  return n;
+}
+
+/* The module, its offset there, and the dynamic symbol of a return address. */
+static fg_frame_t symbolize(void *pc) {
+  fg_frame_t f = {"?", NULL, (uintptr_t)pc, false};
+  Dl_info info;
+  if (dladdr(pc, &info) != 0) {
+    f.module = info.dli_fname != NULL ? info.dli_fname : "?";
+    f.offset = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
+    f.symbol = info.dli_sname;
+    f.ours = info.dli_fbase == self_base;
+  }
+  return f;
+}
+
+size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out) {
+  size_t n = 0;
+  Dl_info info;
+  if (self_base == NULL && dladdr((void *)_fg_stack_frames, &info) != 0) self_base = info.dli_fbase;
+  pthread_mutex_lock(&stack_lock);
+  if (stack < stack_count) {
+    const stack_entry_t *st = &stack_table[stack];
+    for (uint32_t i = 0; i < st->depth; i++) {
+      fg_frame_t f = symbolize(st->pc[i]);
+      if (f.ours && n == 0) continue;
+      out[n++] = f;
+    }
+  }
+  pthread_mutex_unlock(&stack_lock);
+  return n;
+}

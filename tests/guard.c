@@ -1,0 +1,136 @@
+/* guard.c — guarded sampling (issue 13, RELIABILITY.md): run with FRUGAL_GUARD_EVERY=1, so
+ * every allocation up to a page gets a guarded slot. Each bug runs in a child process, which
+ * must die of SIGABRT after one "frugal: <kind> at <address>" line followed by the stack that
+ * allocated the block (and, after a free, the one that freed it). A fault that is not frugal's
+ * must end the child as it would without frugal: SIGSEGV, no frugal line. Guarded blocks
+ * must otherwise behave like any: aligned, usable, reallocated with their contents. */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "testutil.h"
+
+static volatile uintptr_t *shared_ptr; /* the address the child is about to touch */
+
+__attribute__((noinline)) static char *guard_alloc_site(size_t n) { return tu_ptr(malloc(n)); }
+__attribute__((noinline)) static void guard_free_site(void *p) { free(p); }
+
+static void overflow_32(void) {
+  char *p = guard_alloc_site(32);
+  *shared_ptr = (uintptr_t)(p + 32);
+  p[32] = 1;
+}
+static void overflow_read_page(void) { /* a 4096-byte block, read one byte past it */
+  volatile char *p = guard_alloc_site(4096);
+  *shared_ptr = (uintptr_t)(p + 4096);
+  (void)p[4096];
+}
+static void overflow_rounded(void) { /* 100 bytes: the guard begins past its class, 104 B */
+  volatile char *p = guard_alloc_site(100);
+  *shared_ptr = (uintptr_t)(p + 104);
+  for (int i = 0; i < 120; i++) p[i] = 1; /* a byte at a time: the first fault is at 104 */
+}
+static void use_after_free_read(void) {
+  volatile char *p = guard_alloc_site(64);
+  guard_free_site((void *)p);
+  *shared_ptr = (uintptr_t)p;
+  (void)p[0];
+}
+static void use_after_free_write_later(void) { /* after other allocations and frees */
+  char *p = guard_alloc_site(100);
+  guard_free_site(p);
+  for (int i = 0; i < 50; i++) free(malloc(16 + (size_t)i));
+  *shared_ptr = (uintptr_t)(p + 40);
+  p[40] = 7;
+}
+static void not_ours(void) { /* a fault frugal must pass on */
+  char *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  *shared_ptr = (uintptr_t)p;
+  *(volatile char *)p = 1;
+}
+
+typedef struct bug_s {
+  const char *name;
+  void (*run)(void);
+  const char *kind; /* in the frugal: line; NULL: not frugal's, the child dies of SIGSEGV */
+  int freed;        /* the report shows where the block was freed too */
+} bug_t;
+
+static const bug_t bugs[] = {
+    {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0},
+    {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0},
+    {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0},
+    {"read a freed 64-byte block", use_after_free_read, "use-after-free", 1},
+    {"write into a freed 100-byte block after 50 other allocations", use_after_free_write_later, "use-after-free",
+     1},
+    {"control: touching a PROT_NONE page of the program's own", not_ours, NULL, 0},
+};
+
+static void run_bug(void *arg) { ((const bug_t *)arg)->run(); }
+
+static int count_lines(const char *err, const char *prefix, char *first, size_t len) {
+  int n = 0;
+  for (const char *s = err; s != NULL && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL) {
+    if (strncmp(s, prefix, strlen(prefix)) != 0) continue;
+    if (n++ == 0) {
+      size_t k = strcspn(s, "\n");
+      k = k < len - 1 ? k : len - 1;
+      memcpy(first, s, k);
+      first[k] = '\0';
+    }
+  }
+  return n;
+}
+
+static void run_case(const bug_t *b) {
+  tu_child_t c;
+  char how[64], line[512] = "", hex[32];
+  *shared_ptr = 0;
+  if (!tu_run_child(run_bug, (void *)b, 20, &c)) {
+    CHECKF(0, "%s: child process started", b->name);
+    return;
+  }
+  tu_child_how(&c, how, sizeof how);
+  int lines = count_lines(c.err, "frugal: ", line, sizeof line);
+  if (b->kind == NULL) {
+    CHECKF(tu_child_signalled(&c, SIGSEGV) && lines == 0, "%s: dies of SIGSEGV, no frugal: line (%s)", b->name,
+           how);
+    return;
+  }
+  printf("#    %s: %s\n", b->name, line);
+  CHECKF(tu_child_signalled(&c, SIGABRT), "%s: child dies of SIGABRT (%s)", b->name, how);
+  snprintf(hex, sizeof hex, "0x%lx", (unsigned long)*shared_ptr);
+  CHECKF(lines == 1 && strstr(line, b->kind) != NULL && strstr(line, hex) != NULL,
+         "%s: one line \"frugal: %s at %s ...\" (%d frugal: lines)", b->name, b->kind, hex, lines);
+  const char *alloc = strstr(c.err, "allocated at:"), *freed = strstr(c.err, "freed at:");
+  CHECKF(alloc != NULL && strstr(alloc, "test_guard+") != NULL, "%s: the report shows the allocating stack",
+         b->name);
+  if (b->freed)
+    CHECKF(freed != NULL && freed > alloc && strstr(freed, "test_guard+") != NULL,
+           "%s: and the freeing stack", b->name);
+  else
+    CHECKF(freed == NULL, "%s: and no freeing stack (the block is live)", b->name);
+  if (lines != 1 || alloc == NULL) check_note("child stderr: %s", c.err[0] ? c.err : "(empty)");
+}
+
+int main(void) {
+  shared_ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  /* Guarded blocks work as blocks: aligned and usable as the plain ones, kept by realloc. */
+  char *p = malloc(40);
+  CHECK("a guarded block is 8-aligned and usable for its size class",
+        ((uintptr_t)p & 7) == 0 && malloc_usable_size(p) == 40);
+  memset(p, 'g', 40);
+  char *q = realloc(p, 3000);
+  CHECK("realloc of a guarded block keeps its bytes", q != NULL && q[0] == 'g' && q[39] == 'g');
+  free(q);
+  char *z = calloc(1, 4096);
+  int zeroed = 1;
+  for (int i = 0; i < 4096; i++) zeroed &= z[i] == 0;
+  CHECK("calloc'd guarded block of a page is zeroed", zeroed);
+  free(z);
+  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++) run_case(&bugs[i]);
+  return check_finish("guard");
+}

@@ -1,0 +1,82 @@
+/* sample.c — the sampler (issue 13): with FRUGAL_PROFILE set, about one allocation per
+ * FRUGAL_SAMPLE_BYTES bytes is served as a large block of its own, which malloc_usable_size
+ * shows (a page or more for a 64-byte request). Run as `test_sample on` with the mean set to
+ * 64 KiB and as `test_sample off` with sampling off; ctest sets the environment. */
+#include <malloc.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define N 200000
+#define MEAN 65536.0 /* FRUGAL_SAMPLE_BYTES in CMakeLists.txt */
+
+static void *blocks[N];
+
+static int is_sampled(void *p, size_t size) { return malloc_usable_size(p) >= 4096 && size < 4096; }
+
+/* n blocks of `size` from `how` (0 malloc, 1 calloc, 2 realloc from NULL then grown): how many
+ * came out sampled; every block is checked (zeroed when calloc'd, content kept by realloc). */
+static size_t run(size_t n, size_t size, int how) {
+  size_t sampled = 0, bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char *p;
+    if (how == 1) {
+      p = calloc(1, size);
+      for (size_t k = 0; k < size; k++) bad += p[k] != 0;
+    } else if (how == 2) {
+      p = realloc(NULL, size / 2);
+      memset(p, 0x5a, size / 2);
+      p = realloc(p, size);
+      for (size_t k = 0; k < size / 2; k++) bad += p[k] != 0x5a;
+    } else {
+      p = malloc(size);
+    }
+    memset(p, (int)i, size);
+    sampled += is_sampled(p, size);
+    blocks[i] = p;
+  }
+  for (size_t i = 0; i < n; i++) free(blocks[i]);
+  CHECKF(bad == 0, "%s of %zu blocks of %zu B: contents as expected", how == 1 ? "calloc" : how == 2 ? "realloc" : "malloc",
+         n, size);
+  return sampled;
+}
+
+int main(int argc, char **argv) {
+  int on = argc > 1 && strcmp(argv[1], "on") == 0;
+  struct {
+    size_t size;
+    int how;
+  } cases[] = {{64, 0}, {24, 0}, {1000, 0}, {64, 1}, {256, 2}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    size_t size = cases[c].size, n = N;
+    size_t sampled = run(n, size, cases[c].how);
+    /* A block of s bytes holds a sample point with probability 1 - exp(-(s + 64)/T) (each
+     * allocation counts 64 bytes more: FG_SAMPLE_CHARGE). A realloc that grows a small block
+     * moves it, into a sample of its own or out of one: the last call decides. The count is
+     * Poisson: 5 standard deviations either way. */
+    double expect = (double)n * (1 - exp(-(double)(size + 64) / MEAN)), sd = sqrt(expect);
+    check_note("%zu B (way %d): %zu sampled, %.0f expected", size, cases[c].how, sampled, expect);
+    if (on)
+      CHECKF(fabs((double)sampled - expect) <= 5 * sd + 2, "%zu B blocks: %zu sampled, %.0f +- %.0f expected",
+             size, sampled, expect, 5 * sd);
+    else
+      CHECKF(sampled == 0, "%zu B blocks: none sampled with FRUGAL_SAMPLE_BYTES=0", size);
+  }
+  /* A sampled block is a block like any other: aligned, writable to its end, freed once. */
+  size_t seen = 0;
+  for (size_t i = 0; i < N && seen < 32; i++) {
+    char *p = malloc(48);
+    if (is_sampled(p, 48)) {
+      seen++;
+      CHECKF(((uintptr_t)p & 15) == 0 && malloc_usable_size(p) >= 48, "sampled block %p aligned, usable >= 48",
+             (void *)p);
+      memset(p, 1, malloc_usable_size(p));
+    }
+    free(p);
+  }
+  if (on) CHECK("sampled blocks were seen", seen > 0);
+  return check_finish(on ? "sample on" : "sample off");
+}
