@@ -46,10 +46,11 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
                                 "mean bytes allocated between two sampled allocations (0: no sampling)"},
     [FG_OPTION_PROFILE] = {"FRUGAL_PROFILE", 0, 0, 0, true,
                            "directory (%p = pid): heap profile from the samples written there at exit"},
-    /* 100,000: a guarded allocation and its free cost about 3 us of CPU (5 us wall: two
-     * mprotects, two stack captures; budget_pair at N = 100); one in 100,000 32-byte
-     * allocations is then < 0.1 ns each, under 1 % of even a 10 ns malloc/free pair. */
-    [FG_OPTION_GUARD_EVERY] = {"FRUGAL_GUARD_EVERY", 100000, 0, 1L << 30, false,
+    /* Off by default: at one in 100,000 the lab's threads cells took up to 1.75x the time
+     * (2 threads, 1 KiB: 0.11 -> 0.19 s; every guard is mmap + mprotect, which take the
+     * process's mm lock the other thread's faults wait on) and 2-3 MiB more RSS (quarantined
+     * slots stay resident; libunwind's first stack costs 0.3 MiB). */
+    [FG_OPTION_GUARD_EVERY] = {"FRUGAL_GUARD_EVERY", 0, 0, 1L << 30, false,
                                "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of "
                                "reach a while after free (0: off; 1: every one)"},
 };
