@@ -58,22 +58,33 @@ void fg_collect(bool force);
 /* True if p points to the start of a live block that frugal handed out. Never aborts. */
 bool fg_is_owned(const void *p);
 
-/* Options: one table, read from FRUGAL_* environment variables at start (see README). */
+/* Options, read from FRUGAL_* environment variables at start: one list, each row
+ * X(NAME, default, min, max, is_string, help) for FRUGAL_<NAME>. It makes the enum below and
+ * the library's table and help (fg_options_print, `frugal --help-env`); a test holds the
+ * README's table to it. String options have no range: their value is the text. */
+#define FG_OPTIONS(X)                                                                                    \
+  X(VERBOSE, 0, 0, 2, 0, "events on stderr: 1 rare ones (out-of-memory retries, full caches), 2 also every give-back") \
+  X(DECAY_MS, 1000, 0, 3600000, 0, "ms a free page, segment or large block stays before it returns to the OS") \
+  X(LARGE_CACHE_MB, 1024, 0, 1L << 20, 0, "MiB of freed large blocks (> 512 KiB) kept for reuse")             \
+  X(SEGMENT_CACHE_MB, 1024, 0, 1L << 20, 0, "MiB of empty 4 MiB segments kept for reuse")                     \
+  X(STATS, 0, 0, 1, 0, "1: ledger on, printed on stderr at exit")                                              \
+  X(STATS_FILE, 0, 0, 0, 1, "path: ledger on, written there as JSON at exit")                                   \
+  X(STATS_INTERVAL_MS, 0, 0, 3600000, 0, "ms between timeline samples in the JSON (0: no timeline)")          \
+  X(LEAKS, 0, 0, 1, 0, "1: ledger on, a call stack per block, live blocks by call site at exit")              \
+  X(SECURE, 0, 0, 1, 0,                                                                                         \
+    "1: hardened: canary after each block, freed blocks filled and checked, guard pages, shuffled allocation order") \
+  X(PURGE_THREAD, 1, 0, 1, 0, "1: a background thread gives cached memory back while the program is quiet")   \
+  X(SAMPLE_BYTES, 1L << 20, 0, 1L << 40, 0, "mean bytes allocated between two sampled allocations (0: no sampling)") \
+  X(PROFILE, 0, 0, 0, 1, "directory (%p = pid): heap profile from the samples written there at exit")        \
+  X(GUARD_EVERY, 0, 0, 1L << 30, 0,                                                                             \
+    "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of reach a while after free " \
+    "(0: off; 1: every one)")
+
 typedef enum fg_option_e {
-  FG_OPTION_VERBOSE,           /* FRUGAL_VERBOSE: events on stderr (warnings always print) */
-  FG_OPTION_DECAY_MS,          /* FRUGAL_DECAY_MS: ms of disuse before free memory returns to the OS */
-  FG_OPTION_LARGE_CACHE_MB,    /* FRUGAL_LARGE_CACHE_MB: bytes of freed large blocks kept for reuse */
-  FG_OPTION_SEGMENT_CACHE_MB,  /* FRUGAL_SEGMENT_CACHE_MB: bytes of empty segments kept for reuse */
-  FG_OPTION_STATS,             /* FRUGAL_STATS: ledger on, printed to stderr at exit */
-  FG_OPTION_STATS_FILE,        /* FRUGAL_STATS_FILE: ledger on, written there as JSON at exit */
-  FG_OPTION_STATS_INTERVAL_MS, /* FRUGAL_STATS_INTERVAL_MS: timeline sample period in the JSON */
-  FG_OPTION_LEAKS,             /* FRUGAL_LEAKS: ledger on + a call stack per block, leaks at exit */
-  FG_OPTION_SECURE,            /* FRUGAL_SECURE: canaries, free-fill checks, guard pages, shuffled pages */
-  FG_OPTION_PURGE_THREAD,      /* FRUGAL_PURGE_THREAD: a background thread gives memory back while quiet */
-  FG_OPTION_SAMPLE_BYTES,      /* FRUGAL_SAMPLE_BYTES: mean bytes allocated between two sampled allocations */
-  FG_OPTION_PROFILE,           /* FRUGAL_PROFILE: directory for the heap profile drawn from the samples */
-  FG_OPTION_GUARD_EVERY,       /* FRUGAL_GUARD_EVERY: about one allocation in N gets a guard page */
-  FG_OPTION_COUNT
+#define FG_X(name, def, min, max, is_string, help) FG_OPTION_##name,
+  FG_OPTIONS(FG_X)
+#undef FG_X
+      FG_OPTION_COUNT
 } fg_option_t;
 
 long fg_option_get(fg_option_t option);

@@ -14,45 +14,20 @@ typedef struct option_row_s {
   const char *help;
 } option_row_t;
 
-/* Defaults: decay 1000 ms keeps a buffer reused once a second (seed 3's hot loops) and
- * still returns memory within a second or two of disuse. The caches' byte bounds are a
- * safety net; decay is what bounds how long memory is held. With a 64 MiB segment cache the
- * lab's 1 GiB FIFO (seed 2) re-faulted every round (24 ns per 32 B block against 11 ns for
- * mimalloc, which keeps its pages): a round's memory must survive until the next round. */
+/* The rows come from frugal.h's FG_OPTIONS. Why the defaults are what they are:
+ * - FRUGAL_DECAY_MS 1000: keeps a buffer reused once a second (seed 3's hot loops) and still
+ *   returns memory within a second or two of disuse; the caches' byte bounds are a safety net.
+ *   With a 64 MiB segment cache the lab's 1 GiB FIFO (seed 2) re-faulted every round (24 ns per
+ *   32 B block against 11 ns for mimalloc): a round's memory must survive until the next one.
+ * - FRUGAL_SAMPLE_BYTES 1 MiB: tcmalloc's and jemalloc's profilers sample at 2 MiB and 512 KiB;
+ *   a program allocating 1 GB/s then takes about 1000 samples a second (cost: README).
+ * - FRUGAL_GUARD_EVERY 0: at one in 100,000 the lab's threads cells took up to 1.75x the time
+ *   (2 threads, 1 KiB: 0.11 -> 0.19 s; each guard is mmap + mprotect, which take the mm lock
+ *   the other thread's faults wait on) and 2-3 MiB more RSS (resident quarantine, libunwind). */
 static const option_row_t rows[FG_OPTION_COUNT] = {
-    [FG_OPTION_VERBOSE] = {"FRUGAL_VERBOSE", 0, 0, 2, false, "events on stderr: 1 rare ones (out-of-memory retries, full caches), 2 also every give-back"},
-    [FG_OPTION_DECAY_MS] = {"FRUGAL_DECAY_MS", 1000, 0, 3600000, false,
-                            "ms a free page, segment or large block stays before it returns to the OS"},
-    [FG_OPTION_LARGE_CACHE_MB] = {"FRUGAL_LARGE_CACHE_MB", 1024, 0, 1 << 20, false,
-                                  "MiB of freed large blocks (> 512 KiB) kept for reuse"},
-    [FG_OPTION_SEGMENT_CACHE_MB] = {"FRUGAL_SEGMENT_CACHE_MB", 1024, 0, 1 << 20, false,
-                                    "MiB of empty 4 MiB segments kept for reuse"},
-    [FG_OPTION_STATS] = {"FRUGAL_STATS", 0, 0, 1, false, "1: ledger on, printed on stderr at exit"},
-    [FG_OPTION_STATS_FILE] = {"FRUGAL_STATS_FILE", 0, 0, 0, true,
-                              "path: ledger on, written there as JSON at exit"},
-    [FG_OPTION_STATS_INTERVAL_MS] = {"FRUGAL_STATS_INTERVAL_MS", 0, 0, 3600000, false,
-                                     "ms between timeline samples in the JSON (0: no timeline)"},
-    [FG_OPTION_LEAKS] = {"FRUGAL_LEAKS", 0, 0, 1, false,
-                         "1: ledger on, a call stack per block, live blocks by call site at exit"},
-    [FG_OPTION_SECURE] =
-        {"FRUGAL_SECURE", 0, 0, 1, false,
-         "1: hardened: canary after each block, freed blocks filled and checked, guard pages, "
-         "shuffled allocation order"},
-    [FG_OPTION_PURGE_THREAD] = {"FRUGAL_PURGE_THREAD", 1, 0, 1, false,
-                                "1: a background thread gives cached memory back while the program is quiet"},
-    /* 1 MiB: tcmalloc's and jemalloc's profilers sample at 2 MiB and 512 KiB; at 1 MiB a
-     * program allocating 1 GB/s takes about 1000 samples a second (measured cost: README). */
-    [FG_OPTION_SAMPLE_BYTES] = {"FRUGAL_SAMPLE_BYTES", 1 << 20, 0, (long)1 << 40, false,
-                                "mean bytes allocated between two sampled allocations (0: no sampling)"},
-    [FG_OPTION_PROFILE] = {"FRUGAL_PROFILE", 0, 0, 0, true,
-                           "directory (%p = pid): heap profile from the samples written there at exit"},
-    /* Off by default: at one in 100,000 the lab's threads cells took up to 1.75x the time
-     * (2 threads, 1 KiB: 0.11 -> 0.19 s; every guard is mmap + mprotect, which take the
-     * process's mm lock the other thread's faults wait on) and 2-3 MiB more RSS (quarantined
-     * slots stay resident; libunwind's first stack costs 0.3 MiB). */
-    [FG_OPTION_GUARD_EVERY] = {"FRUGAL_GUARD_EVERY", 0, 0, 1L << 30, false,
-                               "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of "
-                               "reach a while after free (0: off; 1: every one)"},
+#define FG_X(name, def, min, max, is_string, help) [FG_OPTION_##name] = {"FRUGAL_" #name, def, min, max, is_string, help},
+    FG_OPTIONS(FG_X)
+#undef FG_X
 };
 
 long _fg_option_values[FG_OPTION_COUNT];

@@ -26,3 +26,27 @@ def test_help_env_without_a_build_says_so(tmp_path):
     out = subprocess.run([sys.executable, "-m", "frugal", "--help-env", "--build", str(tmp_path)],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "not found" in out.stderr
+
+
+@pytest.mark.skipif(not (BUILD / "libfrugal.so").exists(), reason="libfrugal.so not built")
+def test_readme_options_table_is_the_library_s():
+    """The README's options table has a row for every option of FG_OPTIONS (frugal.h), none
+    other, and each row's default is the library's ("–" for the string options)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRUGAL_")}
+    out = subprocess.run([sys.executable, "-m", "frugal", "--help-env", "--build", str(BUILD)],
+                         env=env, capture_output=True, text=True, check=True)
+    library = {}
+    for line in out.stderr.splitlines():
+        if line.startswith("FRUGAL_"):
+            name, rest = line.split("=", 1)
+            library[name] = rest.split("(default ", 1)[1].split(")", 1)[0]
+            if rest.startswith(" (default"):  # a string option: no value when unset
+                library[name] = "–"
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    table = {}
+    for line in readme.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `FRUGAL_") and len(cells) >= 3:
+            table[cells[0].strip("`")] = cells[1]
+    assert table.keys() == library.keys(), (sorted(table.keys() - library.keys()), sorted(library.keys() - table.keys()))
+    assert {k: table[k] for k in library} == library
