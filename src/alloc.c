@@ -9,7 +9,7 @@
 
 /* Pop the first block of a page whose `free` is not nil. `plain`: the page's key is 0 (the
  * fast path: see _fg_link_plain), so the link's bias folds into the load's displacement. */
-static inline void *page_pop(fg_page_t *page, bool plain) {
+static inline void *pop(fg_page_t *page, bool plain) {
   fg_block_t *b = plain ? _fg_block_plain(page->free) : _fg_block(page, page->free);
   fg_link_t next = b->next;
   /* The next pop reads next's link: after another thread's frees, from that thread's cache. */
@@ -22,6 +22,9 @@ static inline void *page_pop(fg_page_t *page, bool plain) {
 
 /* Its page's used word has FG_USED_SLOW set: on a page in a direct-table entry, only the
  * ledger's flag can be (full pages leave their queue). */
+static inline void *page_pop(fg_page_t *page) { return pop(page, false); } /* any key */
+static inline void *page_pop_plain(fg_page_t *page) { return pop(page, true); } /* key 0 */
+
 static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->used < 0; }
 
 /* Any size, through the class queues rather than the direct table (which stays empty while
@@ -29,7 +32,7 @@ static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->u
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   if (fg_likely(size <= FG_CLASS_MAX)) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
-    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) return page_pop(page, false);
+    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) return page_pop(page);
     return _fg_heap_alloc_slow(heap, size);
   }
   return _fg_large_alloc(size, 0, false);
@@ -40,7 +43,7 @@ static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(!_fg_link_nil(page, page->free))) return page_pop(page, false);
+    if (fg_likely(!_fg_link_nil(page, page->free))) return page_pop(page);
   }
   return malloc_generic(heap, size);
 }
@@ -90,7 +93,7 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
-      void *b = page_pop(page, true);
+      void *b = page_pop_plain(page);
       if (fg_unlikely(page_counted(page))) return malloc_counted(b, size, heap, page);
       return b;
     }

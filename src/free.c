@@ -105,19 +105,16 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
 
 static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
-/* The owner's frees go straight back on `free`: the block just freed is the next one handed
- * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
- * time was the miss on a cold block's link). Other threads' frees still wait on the page's
- * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page. */
-/* A free left the page's used word at 0 or below: the page is empty, or flagged
- * FG_USED_SLOW. An empty page, if the lone page of its class (no neighbours: next == prev ==
- * NULL), stays (see _fg_heap_page_retire); only every 16th time does the heap look at the
- * clock, so a malloc/free loop of one block stays cheap. A flagged page leaves the full
- * list, may now be empty, and has the ledger count fg_free's own frees (count) first. */
+/* A flagged page (FG_USED_SLOW) after a free: out of the full list, and retired if empty. */
 static fg_noinline void page_unflag(fg_page_t *page) {
   if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
   if (_fg_page_used(page) == 0) _fg_heap_page_retire(page);
 }
+/* A free left the page's used word at 0 or below: the page is empty, or flagged
+ * FG_USED_SLOW. An empty page, if the lone page of its class (no neighbours: next == prev ==
+ * NULL), stays (see _fg_heap_page_retire); only every 16th time does the heap look at the
+ * clock, so a malloc/free loop of one block stays cheap. A flagged page has the ledger count
+ * fg_free's own frees (count) first. */
 static fg_noinline void page_freed_into(fg_page_t *page, const fg_block_t *b, bool count) {
   uint32_t used = page->used;
   if (used == 0) {
@@ -147,18 +144,26 @@ slow:
 #endif
 }
 
-/* `plain`: the page's key is 0 (the fast path: see _fg_link_plain). */
+/* The owner's frees go straight back on `free`: the block just freed is the next one handed
+ * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
+ * time was the miss on a cold block's link). Other threads' frees still wait on the page's
+ * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page.
+ * `plain`: the page's key is 0 (see _fg_link_plain); `count`: the ledger counts it here. */
 static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool plain) {
   b->next = page->free;
   page->free = plain ? _fg_link_plain(b) : _fg_link(page, b);
   if (fg_unlikely(used_drop(page))) page_freed_into(page, b, count);
 }
+/* fg_free's own: a page of key 0 (no secure mode), the ledger (if on) counting it inline. */
+static inline void push_own_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, true, true); }
+/* Through the hooks, which counted it already; any key (secure mode's pages have one). */
+static inline void push_hooked_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, false, false); }
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
   if (count && _fg_ledger_fast) _fg_ledger_free(p);       /* counts nothing for a misuse */
-  push_local(page, block_checked(page, p), false, false); /* the hooks counted it */
+  push_hooked_free(page, block_checked(page, p));
 }
 
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
@@ -200,7 +205,10 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
     free_local_checked(page, p, user);
     return;
   }
-  push_local(page, p, user, user);
+  if (user)
+    push_own_free(page, p);
+  else
+    push_hooked_free(page, p);
 }
 
 void _fg_free_raw(void *p, bool sized, size_t size) {
