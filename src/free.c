@@ -44,7 +44,7 @@ static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
 
 fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (!_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret))
+  if (!_fg_segment_valid(s))
     _fg_misuse("not a frugal pointer", p);
   *seg = s;
   if (s->kind == FG_SEG_LARGE) return NULL;
@@ -65,7 +65,7 @@ static inline bool wrong_size(size_t size, size_t usable) { return usable - size
  * puts the page back in service. Never a lock. */
 static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool count) {
   count = count && _fg_ledger_fast; /* see free_ours */
-  if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
+  if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (count) _fg_ledger_free(p);
     _fg_large_free(s, p);
@@ -174,7 +174,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
 static fg_noinline void free_sized_slow(void *p, size_t size, bool user) {
   fg_segment_t *s = _fg_segment_of(p);
   unsigned page_shift = s->page_shift;
-  if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
+  if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (wrong_size(size, _fg_large_usable(s, p))) _fg_misuse("wrong size in sized free", p);
   } else {
@@ -278,7 +278,7 @@ fg_export size_t fg_usable_size(const void *p) {
 
 fg_export bool fg_is_owned(const void *p) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret)) return false;
+  if (p == NULL || !_fg_segment_valid(s)) return false;
   if (s->kind == FG_SEG_LARGE)
     return (const uint8_t *)p == (uint8_t *)s + s->large_offset &&
            atomic_load(&s->large_state) == FG_LARGE_LIVE;

@@ -119,7 +119,7 @@ static fg_noreturn void report(fg_segment_t *s, const uint8_t *addr) {
 static void on_fault(int sig, siginfo_t *info, void *context) {
   const uint8_t *addr = info->si_addr;
   fg_segment_t *s = _fg_segment_of(addr);
-  if (_fg_segmap_contains(s) && s->cookie == ((uintptr_t)s ^ _fg_secret) && s->kind == FG_SEG_LARGE &&
+  if (_fg_segment_valid(s) && s->kind == FG_SEG_LARGE &&
       s->guarded && addr >= block_page(s) && addr < (uint8_t *)s + SLOT_BYTES)
     report(s, addr);
   /* Not ours: what the program (or the default) would have done. */

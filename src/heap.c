@@ -481,7 +481,7 @@ fg_export bool fg_heap_check(void) {
   _fg_lock(&heap->lock); /* the purger may be releasing segments */
   for (int kind = 0; kind < FG_SEG_KINDS && bad == NULL; kind++) {
     for (fg_segment_t *s = heap->segments[kind]; s != NULL && bad == NULL; s = s->next) {
-      if (s->cookie != ((uintptr_t)s ^ _fg_secret) || !_fg_segmap_contains(s))
+      if (!_fg_segment_valid(s))
         bad = "segment header or map entry broken";
       else if (s->heap != heap || s->kind != kind)
         bad = "segment in the wrong list";

@@ -113,6 +113,12 @@ static inline uint8_t _fg_segmap_byte(const void *p) {
   return atomic_load_explicit(&_fg_segmap[i], memory_order_relaxed);
 }
 static inline bool _fg_segmap_contains(const void *p) { return _fg_segmap_byte(p) != 0; }
+/* A segment header's cookie is its address xor the process secret: a stray or forged
+ * pointer's "header" is almost never right (segment.c writes it). */
+static inline uintptr_t _fg_cookie_of(const fg_segment_t *s) { return (uintptr_t)s ^ _fg_secret; }
+static inline bool _fg_cookie_ok(const fg_segment_t *s) { return s->cookie == _fg_cookie_of(s); }
+/* s is a live segment of frugal's: in the segment map, its header intact. */
+static inline bool _fg_segment_valid(const fg_segment_t *s) { return _fg_segmap_contains(s) && _fg_cookie_ok(s); }
 void _fg_segmap_set(const fg_segment_t *s, bool on);
 static inline fg_page_t *_fg_page_at(fg_segment_t *s, const void *p, unsigned page_shift) {
   /* fg_page_t is 128 bytes: the slot's byte offset is a shift, and one add finds it. */

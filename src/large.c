@@ -349,7 +349,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
 }
 
 static fg_noinline void large_check(fg_segment_t *s, const void *p) {
-  if (s->cookie != ((uintptr_t)s ^ _fg_secret)) _fg_misuse("not a frugal pointer", p);
+  if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if ((const uint8_t *)p != (uint8_t *)s + s->large_offset) _fg_misuse("invalid pointer", p);
   if (atomic_load_explicit(&s->large_state, memory_order_relaxed) != FG_LARGE_LIVE)
     _fg_misuse("double free", p);

@@ -49,7 +49,7 @@ typedef struct secure_loc_s {
 /* False for anything that is not a live frugal block start: the plain path reports it. */
 static bool locate(const void *p, secure_loc_t *loc, bool create) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (p == NULL || !_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret)) return false;
+  if (p == NULL || !_fg_segment_valid(s)) return false;
   if (s->kind == FG_SEG_LARGE) {
     if ((const uint8_t *)p != (uint8_t *)s + s->large_offset) return false;
     loc->page = NULL;

@@ -135,7 +135,7 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   memset(s, 0, header_size(count)); /* cached headers hold the previous owner's state */
   for (size_t i = 0; i < count; i++) s->pages[i].purged = fresh; /* nothing committed yet */
   s->mapped = FG_SEGMENT_SIZE;
-  s->cookie = (uintptr_t)s ^ _fg_secret;
+  s->cookie = _fg_cookie_of(s);
   s->kind = (uint8_t)kind;
   s->page_shift = kind_shift[kind];
   s->page_count = (uint16_t)count;
@@ -291,7 +291,7 @@ fg_segment_t *_fg_segment_map_large(size_t size) {
 
 /* The header of a large mapping of `size` bytes at s, registered in the segment map. */
 void _fg_segment_large_init(fg_segment_t *s, size_t size) {
-  s->cookie = (uintptr_t)s ^ _fg_secret;
+  s->cookie = _fg_cookie_of(s);
   s->kind = FG_SEG_LARGE;
   s->page_shift = FG_SEGMENT_SHIFT; /* every offset within the first 4 MiB maps to pages[0] */
   s->page_count = 1;

@@ -51,7 +51,7 @@ typedef struct block_loc_s {
 
 static bool locate(const void *p, block_loc_t *loc, bool create) {
   fg_segment_t *s = _fg_segment_of(p);
-  if (!_fg_segmap_contains(s) || s->cookie != ((uintptr_t)s ^ _fg_secret)) return false;
+  if (!_fg_segment_valid(s)) return false;
   loc->slot = NULL;
   loc->large = NULL;
   if (s->kind == FG_SEG_LARGE) {
