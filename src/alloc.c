@@ -153,12 +153,6 @@ fg_export void *fg_calloc(size_t count, size_t size) {
   return p;
 }
 
-/* Bytes usable from p to the end of its block (p may be an aligned interior pointer). */
-static size_t usable_from(fg_page_t *page, const void *p) {
-  size_t off = (size_t)((const uint8_t *)p - page->start);
-  return page->block_size - off % page->block_size;
-}
-
 void *_fg_realloc_raw(void *p, size_t size) {
   if (p == NULL) return malloc_core(size);
   if (size == 0) { /* glibc: free and return NULL, errno untouched */
@@ -175,7 +169,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     }
     usable = _fg_large_usable(s, p);
   } else {
-    usable = usable_from(page, p);
+    usable = _fg_usable_from(page, p);
     if (size <= usable && size >= usable / 2) return p; /* shrinking by less than half: stay */
   }
   if (size > FG_MAX_ALLOC) {

@@ -257,8 +257,7 @@ static fg_noinline size_t usable_slow(const void *p) {
   fg_segment_t *s;
   fg_page_t *page = _fg_checked_page(p, &s);
   if (page == NULL) return _fg_large_usable(s, p);
-  size_t off = (size_t)((const uint8_t *)p - page->start);
-  return page->block_size - off % page->block_size;
+  return _fg_usable_from(page, p);
 }
 
 /* A live block start of a small page has the page's block size: the checks of fg_free's fast

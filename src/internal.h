@@ -193,6 +193,12 @@ static inline bool _fg_block_carved_own(const fg_page_t *page, size_t off) {
 static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
   return (size_t)(((unsigned __int128)off * page->magic) >> 64);
 }
+
+/* Bytes usable from p to the end of its block (p a block start or an aligned interior pointer). */
+static inline size_t _fg_usable_from(const fg_page_t *page, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  return page->block_size - off % page->block_size;
+}
 static inline uint32_t _fg_page_used(const fg_page_t *page) { return page->used & FG_USED_COUNT; }
 static inline size_t _fg_page_bytes(const fg_page_t *page) { return (size_t)page->reserved * page->block_size; }
 /* A kept empty page is taken back into service (it became its class's first page) or released. */

@@ -62,7 +62,7 @@ static bool locate(const void *p, secure_loc_t *loc, bool create) {
   fg_page_t *page = _fg_page_of(s, p);
   loc->slot = _fg_page_requested_slot(page, p, create);
   if (loc->slot == NULL) return false;
-  size_t idx = (size_t)((const uint8_t *)p - page->start) / page->block_size;
+  size_t idx = _fg_block_index(page, (size_t)((const uint8_t *)p - page->start));
   loc->page = page;
   loc->large = NULL;
   loc->block = page->start + idx * page->block_size;
