@@ -143,4 +143,18 @@ static inline const char *of_name(size_t n, char *buf, size_t len) {
   return buf;
 }
 
+/* fn(&size) in a child for every class, then for every large size; the failures of each. */
+static inline void of_each_size(void (*fn)(void *), int *class_failed, int *large_failed) {
+  char label[64], name[32];
+  *class_failed = *large_failed = 0;
+  for (int c = 0; c < of_class_count; c++) {
+    snprintf(label, sizeof label, "class %d (%s)", c, of_name(of_classes[c], name, sizeof name));
+    *class_failed += !of_in_child(fn, &of_classes[c], label);
+  }
+  for (int i = 0; i < OF_LARGES; i++) {
+    snprintf(label, sizeof label, "large %s", of_name(of_large_sizes[i], name, sizeof name));
+    *large_failed += !of_in_child(fn, (void *)&of_large_sizes[i], label);
+  }
+}
+
 #endif /* FG_TEST_OOM_FILL_H */

@@ -161,26 +161,14 @@ int main(void) {
   of_list_classes();
   check_note("RLIMIT_AS = VmSize + %d MiB, set in a child per scenario", OF_HEADROOM_MIB);
 
-  int failed = 0;
-  char label[64], name[32];
-  for (size_t c = 0; c < (size_t)of_class_count; c++) {
-    size_t size = of_classes[c];
-    snprintf(label, sizeof label, "class %zu (%s)", c, of_name(size, name, sizeof name));
-    failed += !of_in_child(fill_and_recover, &size, label);
-  }
+  int failed, large_failed;
+  of_each_size(fill_and_recover, &failed, &large_failed);
   CHECKF(failed == 0,
          "every class: fill until NULL, free, then the same size, the large sizes and every class "
          "succeed (%d of %d classes failed)", failed, of_class_count);
-
-  failed = 0;
-  for (int i = 0; i < OF_LARGES; i++) {
-    size_t size = of_large_sizes[i];
-    snprintf(label, sizeof label, "large %s", of_name(size, name, sizeof name));
-    failed += !of_in_child(fill_and_recover, (void *)&of_large_sizes[i], label);
-  }
-  CHECKF(failed == 0,
+  CHECKF(large_failed == 0,
          "large sizes: fill until NULL, free, then the same size, the large sizes and every class "
-         "succeed (%d of %d sizes failed)", failed, OF_LARGES);
+         "succeed (%d of %d sizes failed)", large_failed, OF_LARGES);
 
   static const pair_t pairs[] = {
       {9u << 20, 64},         {64, 9u << 20}, {600u << 10, 48u << 10},

@@ -223,23 +223,12 @@ int main() {
   of_list_classes();
   check_note("RLIMIT_AS = VmSize + %d MiB, set in a child per scenario", OF_HEADROOM_MIB);
 
-  int failed = 0;
-  char label[64], name[32];
-  for (size_t c = 0; c < (size_t)of_class_count; c++) {
-    size_t size = of_classes[c];
-    std::snprintf(label, sizeof label, "class %zu (%s)", c, of_name(size, name, sizeof name));
-    failed += !of_in_child(fill_and_recover, &size, label);
-  }
+  int failed, large_failed;
+  of_each_size(fill_and_recover, &failed, &large_failed);
   CHECKF(failed == 0, "every class: new[] until bad_alloc, delete[], then the same size, the large sizes "
          "and every class succeed (%d of %d classes failed)", failed, of_class_count);
-
-  failed = 0;
-  for (size_t i = 0; i < OF_LARGES; i++) {
-    std::snprintf(label, sizeof label, "large %s", of_name(of_large_sizes[i], name, sizeof name));
-    failed += !of_in_child(fill_and_recover, const_cast<size_t *>(&of_large_sizes[i]), label);
-  }
-  CHECKF(failed == 0, "large sizes: new[] until bad_alloc, delete[], then the same size, the large sizes "
-         "and every class succeed (%d of %d sizes failed)", failed, OF_LARGES);
+  CHECKF(large_failed == 0, "large sizes: new[] until bad_alloc, delete[], then the same size, the large sizes "
+         "and every class succeed (%d of %d sizes failed)", large_failed, OF_LARGES);
 
   static const form forms[] = {
       {"operator new(n, align_val_t(4096))", aligned_new, aligned_delete, true, 64},
