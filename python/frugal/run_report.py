@@ -59,7 +59,7 @@ def plot_sizes(d: dict, path: Path) -> None:
             ax.axvline(v, color=WASTE, ls=ls, lw=1.2, label=f"{q}: ≤ {human(v)}")
     ax.set_xlabel("requested size")
     ax.set_ylabel("allocations")
-    ax.set_title("Requested sizes (8 buckets per power of two)")
+    ax.set_title("Requested sizes (one bucket per size class)")
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path)
