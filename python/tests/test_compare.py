@@ -45,6 +45,8 @@ def test_winner_only_where_ranges_do_not_touch() -> None:
     assert clear.winner("rss") is None  # every peak RSS is the same
     close = synthetic({"glibc": [1.0, 1.1, 1.2], "a": [0.5, 0.6, 0.81], "b": [0.8, 0.9, 0.95]})
     assert close.winner("time") is None and close.best("wall_s").alloc.name == "a"
+    near = synthetic({"glibc": [1.0, 1.1, 1.2], "a": [0.5, 0.6, 0.795], "b": [0.8, 0.9, 0.95]})
+    assert near.winner("time") is None  # apart, but by under MIN_GAP
     failing = synthetic({"glibc": [1.0, 1.1, 1.2], "a": [0.5, 0.6, 0.7]})
     failing.outcomes[1].runs[0]["stdout_matches"] = False
     assert failing.winner("time") is None and failing.exit_code == 1
