@@ -64,7 +64,7 @@ static inline bool wrong_size(size_t size, size_t usable) { return usable - size
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
  * puts the page back in service. Never a lock. */
 static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool count) {
-  count = count && _fg_ledger_fast; /* see free_ours */
+  count = count && _fg_ledger_fast(); /* see free_ours */
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (count) _fg_ledger_free(p);
@@ -162,7 +162,7 @@ static inline void push_hooked_free(fg_page_t *page, fg_block_t *b) { push_local
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
-  if (count && _fg_ledger_fast) _fg_ledger_free(p);       /* counts nothing for a misuse */
+  if (count && _fg_ledger_fast()) _fg_ledger_free(p);       /* counts nothing for a misuse */
   push_hooked_free(page, block_checked(page, p));
 }
 
@@ -250,10 +250,8 @@ fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
  * pointers (a division), and misuse. */
 static fg_noinline size_t usable_slow(const void *p) {
   if (p == NULL) return 0;
-  if (fg_unlikely(_fg_secure_on)) { /* the bytes past the request are the canary's */
-    size_t requested = _fg_hook_requested(p);
-    if (requested != SIZE_MAX) return requested;
-  }
+  size_t requested = _fg_hook_requested(p); /* secure mode: the bytes past it are the canary's */
+  if (requested != SIZE_MAX) return requested;
   fg_segment_t *s;
   fg_page_t *page = _fg_checked_page(p, &s);
   if (page == NULL) return _fg_large_usable(s, p);

@@ -471,7 +471,7 @@ fg_export bool fg_heap_check(void) {
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     if (!check_queue(heap, &heap->queues[c], c, false, &kept)) return false;
     fg_page_t *first = heap->queues[c].first;
-    if (first == NULL || _fg_hooked_all) first = &_fg_page_empty; /* see page.c's set_direct */
+    if (first == NULL || _fg_hooked_all()) first = &_fg_page_empty; /* see page.c's set_direct */
     if (_fg_class_size(c) <= FG_DIRECT_MAX && heap->direct[_fg_class_size(c) / 8] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }

@@ -245,7 +245,7 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
 /* The nearest cached mapping, the heap's or else the process's, reshaped to `need` bytes. Not
  * in secure mode: its mappings end in a guard page, which mremap cannot carry along. */
 static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
-  if (_fg_secure_on) return NULL;
+  if (_fg_secure_on()) return NULL;
   fg_large_cache_t *c = heap != NULL ? &heap->large_cache : NULL;
   if (c != NULL) _fg_lock(&heap->lock);
   fg_segment_t *s = c != NULL ? cache_take_nearest(c, need) : NULL;
@@ -334,7 +334,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   /* Secure mode ends the block against its guard page (16-byte aligned), so an overflow past
    * the canary faults at once rather than landing in the page-rounding slack. */
   size_t slack = s->mapped - _fg_secure_guard() - offset - size;
-  if (_fg_secure_on && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
+  if (_fg_secure_on() && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
   s->large_offset = offset;
   s->sampled = 0; /* sample.c marks its own after this */
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);

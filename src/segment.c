@@ -13,8 +13,8 @@ _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 void _fg_segmap_set(const fg_segment_t *s, bool on) {
   uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
-  /* _fg_hooked_all is set by process init, before the first segment is mapped. */
-  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all ? FG_SEGMAP_HOOKED : 0);
+  /* The mode is set by process init, before the first segment is mapped. */
+  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all() ? FG_SEGMAP_HOOKED : 0);
   atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 

@@ -360,7 +360,7 @@ void _fg_expand_pid(const char *path, char *out, size_t size) {
 
 /* At exit (this library is finalized after the program's own destructors). */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (!_fg_ledger_active) return;
+  if (!_fg_ledger_active()) return;
   _fg_stacks_enter(); /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
   if (file != NULL) {
