@@ -228,10 +228,11 @@ static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
 }
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 /* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
-static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
-  uint32_t u = on ? page->used | flag : page->used & ~flag;
+static inline void _fg_page_used_set(fg_page_t *page, uint32_t u) {
   page->used = (u & (FG_USED_FULL | FG_USED_LEDGER)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
 }
+static inline void _fg_page_flag_set(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used | flag); }
+static inline void _fg_page_flag_clear(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used & ~flag); }
 /* A page's thread-free word: its top block (NULL: none) and how many blocks it holds. */
 static inline fg_block_t *_fg_tf_top(uintptr_t tf) { return (fg_block_t *)(tf & FG_TF_BLOCK); }
 static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_TF_COUNT_SHIFT); }

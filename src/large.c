@@ -1,15 +1,16 @@
-/* large.c — blocks above the largest size class (512 KiB), each a segment-aligned mapping of
- * its own, and the large cache that keeps a hot loop over big buffers free of page faults
- * (seed 3): freed blocks by size, reused only within 12.5 % waste (seed 1), reshaped by mremap
- * when none fits, unmapped after FRUGAL_DECAY_MS. Two levels: each heap caches what its thread
- * frees, lock-free, up to what it had live; the process cache behind it, under one spin lock,
- * takes the rest, bounded by FRUGAL_LARGE_CACHE_MB or the program's recent live peak. */
+/* large.c — blocks above the largest size class, each a mapping of its own, and the large cache
+ * that keeps a hot loop over big buffers free of page faults (seed 3) without holding what the
+ * program no longer uses: reuse within 12.5 % waste (seed 1), unmapped after FRUGAL_DECAY_MS. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 
+/* Two levels of cache: each heap caches what its thread frees, lock-free, up to what it had
+ * live; the process cache behind it, under one spin lock, takes the rest, bounded by
+ * FRUGAL_LARGE_CACHE_MB or the program's recent live peak. A request with no fit within
+ * 12.5 % reshapes (mremap) the nearest cached block rather than map a new one beside it. */
 static fg_lock_t large_lock;
 static fg_large_cache_t shared; /* the process cache, under large_lock */
 static size_t live_bytes;       /* mapped bytes of large blocks not in the process cache */

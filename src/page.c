@@ -1,11 +1,6 @@
-/* page.c — one page: blocks of one size class handed out from `free`, where the owner's own
- * frees go straight back (the block freed last is handed out next, still in cache); frees the
- * owner makes on other threads' behalf (the heap's delayed list) gathered on `local_free`;
- * other threads' frees on the atomic `xthread_free` stack, taken whole with its count. So
- * malloc and a local free touch no shared cache line and take no atomic. Blocks are carved
- * lazily, a few KiB at a time, so a page only commits what is used. Also the requested-size
- * side arrays (ledger, secure mode) and the heap's page queues (doubly linked; the first
- * page of a class is the one its direct-table entries point at). */
+/* page.c — one page: blocks of one size class, with free lists of its own so that malloc and
+ * a local free touch no shared cache line and take no atomic; blocks carved a few KiB at a
+ * time, so a page commits only what is used. Also side arrays and the heap's page queues. */
 #include "internal.h"
 
 /* ---- side arrays: the requested size of each block (ledger, secure mode) ------------------ */
@@ -71,6 +66,11 @@ void _fg_page_side_lock(bool lock) {
 }
 
 /* ---- pages ------------------------------------------------------------------------------------ */
+
+/* Three free lists: `free`, handed out from, where the owner's own frees go straight back (the
+ * block freed last is handed out next, still in cache); `local_free`, the frees the owner makes
+ * on other threads' behalf (the heap's delayed list); `xthread_free`, other threads' frees on
+ * an atomic stack, taken whole with its count. */
 
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   fg_segment_t *s = _fg_segment_of(page);
@@ -223,6 +223,8 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
 }
 
 /* ---- page queues --------------------------------------------------------------------------- */
+/* Doubly linked, a queue per class; the first page of a class is the one its direct-table
+ * entries point at. */
 
 /* With every call hooked (secure mode, leak stacks) the direct table stays empty: every
  * fg_malloc then misses into its hooked path, and the fast path needs no test for it. */

@@ -1,8 +1,6 @@
-/* segment.c — segments: 4 MiB-aligned regions owned by one heap and cut into page slots of
- * one kind, the segment map that tells in O(1) whether a pointer is frugal's, and the
- * segment cache that keeps a bounded number of empty segments for reuse before they go
- * back to the OS after FRUGAL_DECAY_MS. Slot handling is owner-only and lock-free; the cache
- * is behind one spin lock (it is only reached when a whole segment changes hands). */
+/* segment.c — 4 MiB-aligned regions cut into page slots (owner-only, lock-free), the segment
+ * map that tells in O(1) whether a pointer is frugal's, and a bounded, decaying cache of empty
+ * segments behind one spin lock (reached only when a whole segment changes hands). */
 #define _GNU_SOURCE
 #include "internal.h"
 

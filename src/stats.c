@@ -1,8 +1,6 @@
-/* stats.c — the ledger's counting: what frugal's policy does, seen from inside. Process-wide
- * counters (OS calls, caches) are always kept, on slow paths; the per-class ledger (blocks
- * and bytes requested vs handed out, the size histogram, leaks) only when FRUGAL_STATS,
- * FRUGAL_STATS_FILE or FRUGAL_LEAKS asks for it. Each thread counts into its own heap's
- * ledger with plain stores; readers merge. The reports are written by stats_report.c. */
+/* stats.c — the ledger's counting (reports: stats_report.c). Process-wide counters are always
+ * kept, on slow paths; the per-class ledger only when the mode has FG_MODE_LEDGER, each thread
+ * counting into its own heap's ledger with plain stores, merged by readers. */
 #define _GNU_SOURCE
 #include "internal.h"
 
