@@ -63,11 +63,11 @@ static fg_noinline void *malloc_hooked(size_t size) {
 /* fg_malloc's misses: with every call hooked, all of them (the direct table is empty). Size
  * first, as fg_malloc has it: the fast path then tail-calls without moving a register. */
 static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
-  if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
+  if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
   return _fg_heap_alloc_slow(heap, size);
 }
 static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
-  if (fg_unlikely(_fg_hooked)) return malloc_hooked(size);
+  if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
   return malloc_generic(heap, size);
 }
 
@@ -143,7 +143,7 @@ fg_export void *fg_calloc(size_t count, size_t size) {
   size_t total;
   void *q = __builtin_mul_overflow(count, size, &total) ? NULL : sampled(total, 0, true);
   if (q != NULL) return q;
-  if (fg_likely(!_fg_hooked)) return _fg_calloc_raw(count, size);
+  if (fg_likely(!_fg_hooked())) return _fg_calloc_raw(count, size);
   if (__builtin_mul_overflow(count, size, &total) || total > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -215,7 +215,7 @@ static fg_noinline void *realloc_into(void *p, void *q, size_t size) {
 fg_export void *fg_realloc(void *p, size_t size) {
   void *q = size != 0 ? sampled(size, 0, false) : NULL;
   if (q != NULL) return realloc_into(p, q, size);
-  if (fg_unlikely(_fg_hooked)) return realloc_hooked(p, size);
+  if (fg_unlikely(_fg_hooked())) return realloc_hooked(p, size);
   return _fg_realloc_raw(p, size);
 }
 
@@ -262,7 +262,7 @@ void *_fg_memalign_raw(size_t align, size_t size) {
 static void *malloc_aligned(size_t align, size_t size) {
   void *q = sampled(size, align, false);
   if (q != NULL) return q;
-  if (fg_likely(!_fg_hooked)) return _fg_memalign_raw(align, size);
+  if (fg_likely(!_fg_hooked())) return _fg_memalign_raw(align, size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;

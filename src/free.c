@@ -1,11 +1,6 @@
-/* free.c — freeing, and the checks that catch heap misuse by default. A pointer is frugal's
- * if the segment map has its segment (one byte test, which also turns away NULL and sends
- * the hooked modes to their path); it is a carved block start if its offset in the page,
- * times the page's magic number, is below the page's carved limit (one multiply, no divide);
- * it is live unless its first word decodes to a free-list link of its own segment, in which
- * case the page's lists are walked to be sure. The fast path pays a few instructions for all
- * of this; everything that fails a check goes to a cold path that names the misuse and
- * aborts. */
+/* free.c — freeing, and the checks that catch heap misuse by default: cheap enough for the
+ * fast path (a byte test, a multiply, a compare: see free_impl), with everything that fails
+ * a check sent to a cold path that names the misuse and aborts. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -15,11 +10,14 @@
  * own segment and it carries the tag in its low bits. x below has bits 0-2 and 22-63 clear
  * exactly then; rotated right by 3 they are its top 45 bits. A fresh block has its first
  * word zeroed (see page_pop). */
-static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b, bool plain) {
-  uintptr_t x = (plain ? b->next : b->next ^ page->key) ^ _fg_link_plain(b);
+static inline bool link_looks_freed(const fg_block_t *b, uintptr_t link) {
+  uintptr_t x = link ^ _fg_link_plain(b);
   x = (x >> 3) | (x << 61);
   return fg_unlikely((x >> (FG_SEGMENT_SHIFT - 3)) == 0);
 }
+static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) { return link_looks_freed(b, b->next ^ page->key); }
+/* The page's key is 0 (no secure mode: see _fg_link_plain). */
+static inline bool looks_freed_plain(const fg_block_t *b) { return link_looks_freed(b, b->next); }
 
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
  * inside a block of a page that hands those out) and the block must not be free. */
@@ -29,7 +27,7 @@ static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p
   if ((const uint8_t *)p < page->start || idx >= page->capacity) _fg_misuse("invalid pointer", p);
   fg_block_t *b = (fg_block_t *)(page->start + idx * page->block_size);
   if ((const void *)b != p && !page->has_aligned) _fg_misuse("invalid pointer", p);
-  if (looks_freed(page, b, false) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
+  if (looks_freed(page, b) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
   return b;
 }
 
@@ -37,7 +35,7 @@ static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p
  * the slow half sorts out aligned interior pointers and names the misuse. */
 static inline fg_block_t *block_checked(fg_page_t *page, const void *p) {
   if (fg_likely(_fg_block_carved(page, (size_t)((const uint8_t *)p - page->start))) &&
-      fg_likely(!looks_freed(page, p, false)))
+      fg_likely(!looks_freed(page, p)))
     return (fg_block_t *)p;
   return block_checked_slow(page, p);
 }
@@ -64,7 +62,7 @@ static inline bool wrong_size(size_t size, size_t usable) { return usable - size
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
  * puts the page back in service. Never a lock. */
 static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool count) {
-  count = count && _fg_ledger_fast; /* see free_ours */
+  count = count && _fg_ledger_fast(); /* see free_ours */
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (count) _fg_ledger_free(p);
@@ -162,7 +160,7 @@ static inline void push_hooked_free(fg_page_t *page, fg_block_t *b) { push_local
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
-  if (count && _fg_ledger_fast) _fg_ledger_free(p);       /* counts nothing for a misuse */
+  if (count && _fg_ledger_fast()) _fg_ledger_free(p);       /* counts nothing for a misuse */
   push_hooked_free(page, block_checked(page, p));
 }
 
@@ -201,7 +199,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
     return;
   }
   if (fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)p - page->start))) ||
-      fg_unlikely(looks_freed(page, p, user))) {
+      (user ? looks_freed_plain(p) : looks_freed(page, p))) {
     free_local_checked(page, p, user);
     return;
   }
@@ -226,6 +224,11 @@ static fg_noinline void free_unusual(void *p, size_t size, bool sized) {
   free_ours(p, _fg_segment_of(p)->page_shift, sized, size, false);
 }
 
+/* The checks: a pointer is frugal's if the segment map has its segment (one byte test, which
+ * also turns away NULL and sends the hooked modes to their path); a carved block start if its
+ * offset in the page, times the page's magic number, is below the page's carved limit (one
+ * multiply, no divide); live unless its first word decodes to a free-list link of its own
+ * segment, in which case the page's lists are walked to be sure. */
 static inline void free_impl(void *p, bool sized, size_t size) {
   uint8_t v = _fg_segmap_byte(p);
   if (fg_unlikely((int8_t)v <= 0)) { /* none, or hooked */
@@ -250,10 +253,8 @@ fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
  * pointers (a division), and misuse. */
 static fg_noinline size_t usable_slow(const void *p) {
   if (p == NULL) return 0;
-  if (fg_unlikely(_fg_secure_on)) { /* the bytes past the request are the canary's */
-    size_t requested = _fg_hook_requested(p);
-    if (requested != SIZE_MAX) return requested;
-  }
+  size_t requested = _fg_hook_requested(p); /* secure mode: the bytes past it are the canary's */
+  if (requested != SIZE_MAX) return requested;
   fg_segment_t *s;
   fg_page_t *page = _fg_checked_page(p, &s);
   if (page == NULL) return _fg_large_usable(s, p);
@@ -269,7 +270,7 @@ fg_export size_t fg_usable_size(const void *p) {
   if (fg_likely((int8_t)v > 0)) { /* plainly ours: not hooked, so the page's key is 0 */
     fg_page_t *page = _fg_page_at(_fg_segment_of(p), p, v);
     if (fg_likely(_fg_block_carved(page, (size_t)((const uint8_t *)p - page->start))) &&
-        fg_likely(!looks_freed(page, p, true)))
+        fg_likely(!looks_freed_plain(p)))
       return page->block_size;
   }
   return usable_slow(p);
@@ -290,7 +291,7 @@ fg_export bool fg_is_owned(const void *p) {
       return false;
     b = (const fg_block_t *)(page->start + off - off % page->block_size);
   }
-  return !(looks_freed(page, b, false) && _fg_page_holds_free(page, b));
+  return !(looks_freed(page, b) && _fg_page_holds_free(page, b));
 }
 
 fg_export void fg_collect(bool force) {

@@ -1,18 +1,15 @@
-/* heap.c — thread heaps. Each thread allocates from its own heap, reached through one TLS
- * pointer, so malloc and a local free take no lock and no atomic. A thread that has not
- * allocated yet points at the static empty heap, whose direct table leads every size to a
- * page with no free block: the first malloc falls into the slow path, which sets the heap
- * up, so the fast path never tests for initialisation.
- * Heap structs are never unmapped: an exited thread's heap is *abandoned* with all its
- * pages, and a new thread adopts it whole; meanwhile decay passes of the live threads (and
- * fg_collect) collect it, so nothing is lost on thread churn and other threads' frees into
- * it are never stranded. That also makes a page's heap pointer safe to follow at any time. */
+/* heap.c — thread heaps: each thread allocates from its own, reached through one TLS pointer,
+ * so malloc and a local free take no lock and no atomic. Heaps are never unmapped (a page's
+ * heap pointer is always safe to follow): an exited thread's heap is abandoned, then adopted. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 
+/* A thread that has not allocated yet points at the empty heap, whose direct table leads every
+ * size to a page with no free block: its first malloc takes the slow path, which sets its heap
+ * up, so the fast path never tests for initialisation. */
 fg_page_t _fg_page_empty;
 fg_heap_t _fg_heap_empty = {.direct = {[0 ... FG_DIRECT_COUNT - 1] = &_fg_page_empty}};
 __thread fg_heap_t *_fg_heap_tls __attribute__((tls_model("initial-exec"))) = &_fg_heap_empty;
@@ -64,6 +61,9 @@ fg_heap_t *_fg_heap_init_thread(void) {
 
 static void decay_if_due(fg_heap_t *heap);
 
+/* An exited thread's heap keeps all its pages until a new thread adopts it whole; meanwhile the
+ * live threads' decay passes (and fg_collect) collect it, so nothing is lost on thread churn
+ * and other threads' frees into it are never stranded. */
 static void abandon(fg_heap_t *heap) {
   heap->next_abandoned = heaps_abandoned;
   heaps_abandoned = heap;
@@ -111,14 +111,14 @@ static bool page_to_full(fg_heap_t *heap, fg_page_t *page) {
     return false; /* blocks came back meanwhile */
   _fg_queue_remove(heap, &heap->queues[page->class_idx], page);
   _fg_queue_push_back(heap, &heap->full, page);
-  _fg_page_flag(page, FG_USED_FULL, true);
+  _fg_page_flag_set(page, FG_USED_FULL);
   return true;
 }
 
 void _fg_heap_page_unfull(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
   atomic_fetch_and_explicit(&page->xthread_free, ~FG_TF_FULL, memory_order_acq_rel);
-  _fg_page_flag(page, FG_USED_FULL, false);
+  _fg_page_flag_clear(page, FG_USED_FULL);
   _fg_queue_remove(heap, &heap->full, page);
   _fg_queue_push_back(heap, &heap->queues[page->class_idx], page);
 }
@@ -126,7 +126,7 @@ void _fg_heap_page_unfull(fg_page_t *page) {
 static void page_release(fg_heap_t *heap, fg_page_t *page) {
   _fg_page_unkeep(heap, page);
   _fg_queue_remove(heap, _fg_page_in_full(page) ? &heap->full : &heap->queues[page->class_idx], page);
-  _fg_page_flag(page, FG_USED_FULL, false);
+  _fg_page_flag_clear(page, FG_USED_FULL);
   _fg_segment_page_free(page);
 }
 
@@ -471,7 +471,7 @@ fg_export bool fg_heap_check(void) {
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     if (!check_queue(heap, &heap->queues[c], c, false, &kept)) return false;
     fg_page_t *first = heap->queues[c].first;
-    if (first == NULL || _fg_hooked_all) first = &_fg_page_empty; /* see page.c's set_direct */
+    if (first == NULL || _fg_hooked_all()) first = &_fg_page_empty; /* see page.c's set_direct */
     if (_fg_class_size(c) <= FG_DIRECT_MAX && heap->direct[_fg_class_size(c) / 8] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }

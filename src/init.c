@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 uintptr_t _fg_secret;
+unsigned _fg_mode;
 static _Atomic int init_state; /* 0: not started, 1: running, 2: done */
 
 void _fg_write_stderr(const char *s) {
@@ -81,6 +82,18 @@ void _fg_misuse(const char *what, const void *p) {
   abort();
 }
 
+/* The ledger counts inline in fg_malloc and fg_free unless secure mode or leak stacks need
+ * every call: see hooks.c for where each mode sends a call. */
+static unsigned mode_from_options(void) {
+  bool leaks = _fg_option(FG_OPTION_LEAKS) != 0;
+  unsigned mode = _fg_option(FG_OPTION_SECURE) != 0 ? FG_MODE_SECURE : 0;
+  if (leaks || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0) mode |= FG_MODE_LEDGER;
+  if (mode == FG_MODE_LEDGER && !leaks) mode |= FG_MODE_LEDGER_FAST;
+  if (mode != 0) mode |= FG_MODE_HOOKED;
+  if ((mode & FG_MODE_HOOKED) && !(mode & FG_MODE_LEDGER_FAST)) mode |= FG_MODE_HOOKED_ALL;
+  return mode;
+}
+
 /* Idempotent; nothing in it allocates, so it cannot re-enter itself. A second thread
  * arriving meanwhile waits the few microseconds it takes. */
 void _fg_process_init(void) {
@@ -93,10 +106,9 @@ void _fg_process_init(void) {
   }
   _fg_secret = _fg_os_random() | 1;
   _fg_options_init();
+  _fg_mode = mode_from_options();
   _fg_secure_init();
   _fg_stats_init();
-  _fg_hooked = _fg_secure_on || _fg_ledger_active;
-  _fg_hooked_all = _fg_hooked && !_fg_ledger_fast;
   _fg_sample_init();
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }

@@ -42,6 +42,25 @@ static inline void _fg_unlock(fg_lock_t *l) { atomic_store_explicit(l, 0, memory
 /* ---- init.c: process state, errors ---------------------------------------------------- */
 extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
 void _fg_process_init(void); /* idempotent; safe before constructors run */
+
+/* The process's mode: one word, set once by _fg_process_init from the options, before the
+ * first heap or segment; read everywhere after. hooks.c says where each mode sends a call. */
+enum {
+  FG_MODE_SECURE = 1,      /* FRUGAL_SECURE: secure.c's checks on every call */
+  FG_MODE_LEDGER = 2,      /* the ledger counts (FRUGAL_STATS, FRUGAL_STATS_FILE, FRUGAL_LEAKS) */
+  FG_MODE_LEDGER_FAST = 4, /* ...inline in fg_malloc/fg_free: no secure mode, no leak stacks */
+  FG_MODE_HOOKED = 8,      /* secure or ledger: every entry point but the malloc/free fast
+                            * paths takes its hooked path, after one predictable branch */
+  FG_MODE_HOOKED_ALL = 16, /* hooked, not ledger-fast: malloc and free too; they need no test
+                            * of their own, as the direct table stays empty and the segment
+                            * map has FG_SEGMAP_HOOKED */
+};
+extern unsigned _fg_mode;
+static inline bool _fg_secure_on(void) { return (_fg_mode & FG_MODE_SECURE) != 0; }
+static inline bool _fg_ledger_active(void) { return (_fg_mode & FG_MODE_LEDGER) != 0; }
+static inline bool _fg_ledger_fast(void) { return (_fg_mode & FG_MODE_LEDGER_FAST) != 0; }
+static inline bool _fg_hooked(void) { return (_fg_mode & FG_MODE_HOOKED) != 0; }
+static inline bool _fg_hooked_all(void) { return (_fg_mode & FG_MODE_HOOKED_ALL) != 0; }
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
 /* One "frugal: event: " line on stderr when FRUGAL_VERBOSE >= level: 1 for rare events (an
@@ -209,10 +228,11 @@ static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
 }
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 /* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
-static inline void _fg_page_flag(fg_page_t *page, uint32_t flag, bool on) {
-  uint32_t u = on ? page->used | flag : page->used & ~flag;
+static inline void _fg_page_used_set(fg_page_t *page, uint32_t u) {
   page->used = (u & (FG_USED_FULL | FG_USED_LEDGER)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
 }
+static inline void _fg_page_flag_set(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used | flag); }
+static inline void _fg_page_flag_clear(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used & ~flag); }
 /* A page's thread-free word: its top block (NULL: none) and how many blocks it holds. */
 static inline fg_block_t *_fg_tf_top(uintptr_t tf) { return (fg_block_t *)(tf & FG_TF_BLOCK); }
 static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_TF_COUNT_SHIFT); }
@@ -281,11 +301,6 @@ void _fg_large_lock(void);
 void _fg_large_unlock(void);
 
 /* ---- alloc.c / free.c: the API without the hooks (the hooked paths call these) ------------ */
-/* Set once at process start. _fg_hooked (the ledger or secure mode on): every entry point
- * but the malloc/free fast paths takes its hooked path, after one predictable branch.
- * _fg_hooked_all (secure mode, or leak stacks): malloc and free too; they need no test of
- * their own, as the direct table stays empty and the segment map has FG_SEGMAP_HOOKED. */
-extern bool _fg_hooked, _fg_hooked_all;
 void *_fg_malloc_raw(size_t size);
 /* fg_malloc for operator new: when no memory is found, returns failed(size) instead of NULL. */
 void *_fg_malloc_new(size_t size, void *(*failed)(size_t));
@@ -294,14 +309,21 @@ void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
 
-/* ---- secure.c: hardened mode, and the hooked path's dispatch ------------------------------ */
-extern bool _fg_secure_on;
-void _fg_secure_init(void);
+/* ---- hooks.c: where a hooked call goes (secure mode, the ledger) ------------------------- */
 /* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
-static inline size_t _fg_hook_pad(void) { return _fg_secure_on ? 1 : 0; }
+static inline size_t _fg_hook_pad(void) { return _fg_secure_on() ? 1 : 0; }
 void _fg_hook_alloc(void *p, size_t size); /* after the raw allocation of size + pad */
 size_t _fg_hook_free(void *p);             /* before the raw free; returns the request (0: unknown) */
 size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
+
+/* ---- secure.c: hardened mode ----------------------------------------------------------------- */
+void _fg_secure_init(void);
+void _fg_secure_alloc(void *p, size_t size); /* check the free fill, store the request, arm the canary */
+/* Check the canary and fill the block; returns the request (0: unknown). _keep leaves the
+ * request stored, for the ledger to read and clear next. */
+size_t _fg_secure_free(void *p);
+size_t _fg_secure_free_keep(void *p);
+size_t _fg_secure_requested(const void *p); /* SIZE_MAX: unknown */
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
@@ -328,7 +350,7 @@ typedef struct fg_frame_s { /* a frame, named: its module, offset there, dynamic
 size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out);
 
 /* ---- sample.c: the allocation sampler and the heap profile -------------------------------- */
-void _fg_sample_init(void);  /* after options and the hooks' flags */
+void _fg_sample_init(void);  /* after options and the mode */
 void _fg_sample_start(void); /* from the library constructor: loads the unwinder for profiles */
 /* What an allocation counts beyond its size: guarded sampling picks one allocation in N,
  * which a count of bytes alone cannot (a program of 16-byte blocks would hardly ever trip). */
@@ -363,14 +385,12 @@ static inline size_t _fg_large_guard(const fg_segment_t *s) {
 }
 
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
-void _fg_stats_init(void); /* after options: turns the ledger on if asked */
-extern bool _fg_ledger_active;
+void _fg_stats_init(void); /* after options and the mode */
 void _fg_stats_start(void); /* from the library constructor: loads the unwinder for leaks */
 void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
-/* The ledger on, secure mode and leak stacks off: fg_malloc and fg_free count inline (their
- * pages carry side arrays from the start); the other entry points take the hooks. */
-extern bool _fg_ledger_fast;
+/* With FG_MODE_LEDGER_FAST, fg_malloc and fg_free count inline (their pages carry side arrays
+ * from the start); the other entry points take the hooks. */
 void _fg_ledger_sample(void); /* every 64 allocations counted: peaks and timeline, when due */
 
 /* Count block b of `page`, handed out for `size` (not 0), into ledger l: the block's

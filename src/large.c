@@ -1,15 +1,16 @@
-/* large.c — blocks above the largest size class (512 KiB), each a segment-aligned mapping of
- * its own, and the large cache that keeps a hot loop over big buffers free of page faults
- * (seed 3): freed blocks by size, reused only within 12.5 % waste (seed 1), reshaped by mremap
- * when none fits, unmapped after FRUGAL_DECAY_MS. Two levels: each heap caches what its thread
- * frees, lock-free, up to what it had live; the process cache behind it, under one spin lock,
- * takes the rest, bounded by FRUGAL_LARGE_CACHE_MB or the program's recent live peak. */
+/* large.c — blocks above the largest size class, each a mapping of its own, and the large cache
+ * that keeps a hot loop over big buffers free of page faults (seed 3) without holding what the
+ * program no longer uses: reuse within 12.5 % waste (seed 1), unmapped after FRUGAL_DECAY_MS. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 
+/* Two levels of cache: each heap caches what its thread frees, lock-free, up to what it had
+ * live; the process cache behind it, under one spin lock, takes the rest, bounded by
+ * FRUGAL_LARGE_CACHE_MB or the program's recent live peak. A request with no fit within
+ * 12.5 % reshapes (mremap) the nearest cached block rather than map a new one beside it. */
 static fg_lock_t large_lock;
 static fg_large_cache_t shared; /* the process cache, under large_lock */
 static size_t live_bytes;       /* mapped bytes of large blocks not in the process cache */
@@ -245,7 +246,7 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
 /* The nearest cached mapping, the heap's or else the process's, reshaped to `need` bytes. Not
  * in secure mode: its mappings end in a guard page, which mremap cannot carry along. */
 static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
-  if (_fg_secure_on) return NULL;
+  if (_fg_secure_on()) return NULL;
   fg_large_cache_t *c = heap != NULL ? &heap->large_cache : NULL;
   if (c != NULL) _fg_lock(&heap->lock);
   fg_segment_t *s = c != NULL ? cache_take_nearest(c, need) : NULL;
@@ -334,7 +335,7 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   /* Secure mode ends the block against its guard page (16-byte aligned), so an overflow past
    * the canary faults at once rather than landing in the page-rounding slack. */
   size_t slack = s->mapped - _fg_secure_guard() - offset - size;
-  if (_fg_secure_on && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
+  if (_fg_secure_on() && align <= 16 && offset + slack < FG_SEGMENT_SIZE) offset += slack & ~(size_t)15;
   s->large_offset = offset;
   s->sampled = 0; /* sample.c marks its own after this */
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);

@@ -1,11 +1,6 @@
-/* override_new.c — every C++ operator new/delete form, written in C with their mangled names
- * so that libfrugal does not load libstdc++ into every process it is preloaded into (that
- * cost C programs 1.5 MiB of RSS and the seed-1 lab's "peak RSS at most glibc's"). The C++
- * runtime is reached through weak references, resolved when a C++ program has loaded it:
- * `new` calls the new-handler and retries, then throws std::bad_alloc (via the runtime's
- * std::__throw_bad_alloc); the nothrow forms return NULL. A new-handler that throws out of a
- * nothrow new propagates its exception (the C++ library's own nothrow new would catch it).
- * Sized deletes go to fg_free_sized, which checks the size (README: a wrong size aborts). */
+/* override_new.c — every C++ operator new/delete form, written in C under their mangled names
+ * so that libfrugal does not load libstdc++ into every process it is preloaded into (1.5 MiB
+ * of RSS); the C++ runtime is reached through weak references, resolved when a program has it. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -19,6 +14,10 @@ static fg_new_handler_t current_handler(void) {
   return _ZSt15get_new_handlerv != NULL ? _ZSt15get_new_handlerv() : NULL;
 }
 
+/* No memory: `new` calls the new-handler and retries, then throws std::bad_alloc; the nothrow
+ * forms return NULL. A new-handler that throws out of a nothrow new propagates its exception
+ * (the C++ library's own nothrow new would catch it). Sized deletes go to fg_free_sized, which
+ * checks the size (README: a wrong size aborts). */
 static fg_noinline fg_cold void *new_failed(size_t n, size_t align, bool nothrow) {
   for (;;) {
     fg_new_handler_t handler = current_handler();

@@ -1,11 +1,6 @@
-/* page.c — one page: blocks of one size class handed out from `free`, where the owner's own
- * frees go straight back (the block freed last is handed out next, still in cache); frees the
- * owner makes on other threads' behalf (the heap's delayed list) gathered on `local_free`;
- * other threads' frees on the atomic `xthread_free` stack, taken whole with its count. So
- * malloc and a local free touch no shared cache line and take no atomic. Blocks are carved
- * lazily, a few KiB at a time, so a page only commits what is used. Also the requested-size
- * side arrays (ledger, secure mode) and the heap's page queues (doubly linked; the first
- * page of a class is the one its direct-table entries point at). */
+/* page.c — one page: blocks of one size class, with free lists of its own so that malloc and
+ * a local free touch no shared cache line and take no atomic; blocks carved a few KiB at a
+ * time, so a page commits only what is used. Also side arrays and the heap's page queues. */
 #include "internal.h"
 
 /* ---- side arrays: the requested size of each block (ledger, secure mode) ------------------ */
@@ -72,6 +67,11 @@ void _fg_page_side_lock(bool lock) {
 
 /* ---- pages ------------------------------------------------------------------------------------ */
 
+/* Three free lists: `free`, handed out from, where the owner's own frees go straight back (the
+ * block freed last is handed out next, still in cache); `local_free`, the frees the owner makes
+ * on other threads' behalf (the heap's delayed list); `xthread_free`, other threads' frees on
+ * an atomic stack, taken whole with its count. */
+
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   fg_segment_t *s = _fg_segment_of(page);
   size_t bsize = _fg_class_size(class_idx);
@@ -84,12 +84,12 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   if (page->requested_cap < page->reserved) _fg_page_side_array_drop(page); /* kept, too small */
   /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is
    * made now (without memory for one, the page's blocks go uncounted at both ends). */
-  bool counted = _fg_ledger_fast && side_array(page);
+  bool counted = _fg_ledger_fast() && side_array(page);
   page->capacity = 0;
   page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : 0;
   page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
-  page->key = _fg_secure_on ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
+  page->key = _fg_secure_on() ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
   page->free = page->local_free = _fg_link(page, _fg_list_end(page));
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
@@ -111,7 +111,7 @@ bool _fg_page_extend(fg_page_t *page) {
   if (n < 1) n = 1;
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bsize;
-  if (fg_unlikely(_fg_secure_on)) {
+  if (fg_unlikely(_fg_secure_on())) {
     _fg_secure_carve(page, first, n);
   } else {
     uint8_t *b = first;
@@ -162,7 +162,7 @@ static void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
 }
 
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check) {
-  if (page->block_size < PURGE_MIN_BLOCK || _fg_secure_on) return;
+  if (page->block_size < PURGE_MIN_BLOCK || _fg_secure_on()) return;
   purge_list(page, page->free, check);
   purge_list(page, page->local_free, check);
 }
@@ -223,18 +223,20 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
 }
 
 /* ---- page queues --------------------------------------------------------------------------- */
+/* Doubly linked, a queue per class; the first page of a class is the one its direct-table
+ * entries point at. */
 
 /* With every call hooked (secure mode, leak stacks) the direct table stays empty: every
  * fg_malloc then misses into its hooked path, and the fast path needs no test for it. */
 static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
   if (first != NULL) _fg_page_unkeep(heap, first); /* malloc's fast path hands out its blocks */
-  if (q == &heap->full || _fg_hooked_all) return;
+  if (q == &heap->full || _fg_hooked_all()) return;
   size_t c = (size_t)(q - heap->queues);
   size_t hi = _fg_class_size(c);
   if (hi > FG_DIRECT_MAX) return;
   /* The first word count of the class; with the inline ledger, malloc(0) (word 0) misses to
    * the hooks, which count it in histogram bucket 0. */
-  size_t lo = c == 0 ? (_fg_ledger_fast ? 1 : 0) : (_fg_class_size(c - 1) + 8) / 8;
+  size_t lo = c == 0 ? (_fg_ledger_fast() ? 1 : 0) : (_fg_class_size(c - 1) + 8) / 8;
   fg_page_t *target = first != NULL ? first : &_fg_page_empty;
   for (size_t w = lo; w <= hi / 8; w++) heap->direct[w] = target;
 }

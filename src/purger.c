@@ -1,10 +1,6 @@
-/* purger.c — the background purger: one thread that gives memory back while the program is
- * quiet. Decay passes run on the slow paths of the threads that cache memory, so a thread
- * that sleeps, or only runs fast paths, would keep its caches for ever: this thread runs
- * the same expiry over every heap (under each heap's lock), the abandoned heaps and the
- * process caches. It starts on the first wake after the library's constructor, sleeps a
- * quarter of the decay time between passes, parks when nothing cached is left to expire,
- * is started again after fork, and FRUGAL_PURGE_THREAD=0 turns it off. */
+/* purger.c — the background purger: decay passes run on the slow paths of the threads that
+ * cache memory, so a thread that sleeps, or only runs fast paths, would keep its caches for
+ * ever; this thread runs the same expiry over every heap and cache while the program is quiet. */
 #define _GNU_SOURCE
 #include "internal.h"
 

@@ -93,9 +93,9 @@ void _fg_sample_init(void) {
   mean_bytes = (double)_fg_option(FG_OPTION_SAMPLE_BYTES);
   long every = _fg_option(FG_OPTION_GUARD_EVERY);
   /* Leak stacks and secure mode hook every call and must see every block as their own. */
-  profile_on = !_fg_hooked_all && mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
+  profile_on = !_fg_hooked_all() && mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
   /* Nor with the ledger on: its exact per-class counts would see guarded blocks as large. */
-  guard_on = !_fg_hooked && every > 0;
+  guard_on = !_fg_hooked() && every > 0;
   guard_all = guard_on && every == 1;
   double rate = (profile_on ? 1 / mean_bytes : 0) + (guard_on ? 1.0 / ((double)every * FG_SAMPLE_CHARGE) : 0);
   trip_mean = rate > 0 ? 1 / rate : 0;
@@ -211,7 +211,7 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   record(_fg_segment_of(p), size);
-  if (_fg_hooked) _fg_hook_alloc(p, size); /* the ledger counts it too */
+  if (_fg_hooked()) _fg_hook_alloc(p, size); /* the ledger counts it too */
   return p;
 }
 

@@ -1,18 +1,13 @@
-/* secure.c — hardened mode (FRUGAL_SECURE=1) and the hooked path's dispatch. When the ledger
- * or secure mode is on, every API entry point calls _fg_hook_alloc after and _fg_hook_free
- * before the plain operation; off, they never get here (one branch on `_fg_hooked`).
- * Secure mode adds, on top of the default checks (encoded free lists, double-free and
- * foreign-pointer detection): a canary right after each block's requested bytes, checked on
- * free (a 1-byte overflow is caught); freed blocks filled with a pattern that is checked when
- * the block is handed out again (a write after free is caught); a PROT_NONE guard page at the
- * end of every segment and large block; blocks of a new page handed out in shuffled order. */
+/* secure.c — hardened mode (FRUGAL_SECURE=1): on top of the default checks, a canary after
+ * each block's request (a 1-byte overflow is caught on free), a fill in freed blocks checked
+ * when they are handed out again (a write after free), a PROT_NONE page at the end of every
+ * segment and large block, and new pages' blocks handed out in shuffled order. hooks.c calls
+ * in here. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <sys/mman.h>
 
-bool _fg_hooked, _fg_hooked_all;
-bool _fg_secure_on;
 static uint8_t canary_byte, fill_byte;
 static uint64_t fill_word;
 
@@ -22,7 +17,6 @@ static uint64_t fill_word;
 #define FILL_MAX 64   /* bytes of a freed block filled and checked, in words */
 
 void _fg_secure_init(void) {
-  _fg_secure_on = _fg_option(FG_OPTION_SECURE) != 0;
   /* Per-process bytes, never 0: a zeroing bug or a guessed value does not pass. */
   canary_byte = (uint8_t)(_fg_secret >> 8) | 0x81;
   fill_byte = (uint8_t)(_fg_secret >> 16) | 0x42;
@@ -30,10 +24,10 @@ void _fg_secure_init(void) {
   fill_word = fill_byte * 0x0101010101010101u;
 }
 
-size_t _fg_secure_guard(void) { return _fg_secure_on ? FG_OS_PAGE : 0; }
+size_t _fg_secure_guard(void) { return _fg_secure_on() ? FG_OS_PAGE : 0; }
 
 void _fg_secure_guard_mapping(void *base, size_t mapped) {
-  if (_fg_secure_on) mprotect((uint8_t *)base + mapped - FG_OS_PAGE, FG_OS_PAGE, PROT_NONE);
+  if (_fg_secure_on()) mprotect((uint8_t *)base + mapped - FG_OS_PAGE, FG_OS_PAGE, PROT_NONE);
 }
 
 /* ---- where a block's request and bounds live ------------------------------------------------- */
@@ -135,11 +129,11 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   page->free = head;
 }
 
-/* ---- the hooks ----------------------------------------------------------------------------------- */
+/* ---- what hooks.c calls ----------------------------------------------------------------------------------- */
 
 static fg_noinline fg_cold void write_after_free(const void *b) { _fg_misuse("write after free", b); }
 
-static void secure_alloc(void *p, size_t size) {
+void _fg_secure_alloc(void *p, size_t size) {
   secure_loc_t loc;
   if (!locate(p, &loc, true)) return;
   /* The fill must be intact: nobody wrote to the block while it was free. */
@@ -149,7 +143,7 @@ static void secure_alloc(void *p, size_t size) {
   memset(after, canary_byte, canary_len(after, loc.end));
 }
 
-/* Check the canary, fill the block, and clear its request unless the ledger reads it next. */
+/* Check the canary and fill the block; `clear`: its request too (the ledger reads it otherwise). */
 static size_t secure_free(void *p, bool clear) {
   secure_loc_t loc;
   if (!locate(p, &loc, false)) return 0;
@@ -166,18 +160,10 @@ static size_t secure_free(void *p, bool clear) {
   return stored != 0 ? stored - 1 : 0;
 }
 
-void _fg_hook_alloc(void *p, size_t size) {
-  if (_fg_secure_on) secure_alloc(p, size);
-  if (_fg_ledger_active) _fg_ledger_alloc(p, size);
-}
+size_t _fg_secure_free(void *p) { return secure_free(p, true); }
+size_t _fg_secure_free_keep(void *p) { return secure_free(p, false); }
 
-size_t _fg_hook_free(void *p) {
-  size_t requested = _fg_secure_on ? secure_free(p, !_fg_ledger_active) : 0;
-  if (_fg_ledger_active) return _fg_ledger_free(p); /* reads the request and clears it */
-  return requested;
-}
-
-size_t _fg_hook_requested(const void *p) {
+size_t _fg_secure_requested(const void *p) {
   secure_loc_t loc;
   if (!locate(p, &loc, false)) return SIZE_MAX;
   size_t stored = stored_request(&loc);

@@ -1,8 +1,6 @@
-/* segment.c — segments: 4 MiB-aligned regions owned by one heap and cut into page slots of
- * one kind, the segment map that tells in O(1) whether a pointer is frugal's, and the
- * segment cache that keeps a bounded number of empty segments for reuse before they go
- * back to the OS after FRUGAL_DECAY_MS. Slot handling is owner-only and lock-free; the cache
- * is behind one spin lock (it is only reached when a whole segment changes hands). */
+/* segment.c — 4 MiB-aligned regions cut into page slots (owner-only, lock-free), the segment
+ * map that tells in O(1) whether a pointer is frugal's, and a bounded, decaying cache of empty
+ * segments behind one spin lock (reached only when a whole segment changes hands). */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -13,8 +11,8 @@ _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 void _fg_segmap_set(const fg_segment_t *s, bool on) {
   uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
-  /* _fg_hooked_all is set by process init, before the first segment is mapped. */
-  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all ? FG_SEGMAP_HOOKED : 0);
+  /* The mode is set by process init, before the first segment is mapped. */
+  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all() ? FG_SEGMAP_HOOKED : 0);
   atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 

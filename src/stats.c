@@ -1,8 +1,6 @@
-/* stats.c — the ledger's counting: what frugal's policy does, seen from inside. Process-wide
- * counters (OS calls, caches) are always kept, on slow paths; the per-class ledger (blocks
- * and bytes requested vs handed out, the size histogram, leaks) only when FRUGAL_STATS,
- * FRUGAL_STATS_FILE or FRUGAL_LEAKS asks for it. Each thread counts into its own heap's
- * ledger with plain stores; readers merge. The reports are written by stats_report.c. */
+/* stats.c — the ledger's counting (reports: stats_report.c). Process-wide counters are always
+ * kept, on slow paths; the per-class ledger only when the mode has FG_MODE_LEDGER, each thread
+ * counting into its own heap's ledger with plain stores, merged by readers. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -239,7 +237,7 @@ static void merge_heap(fg_heap_t *heap, void *arg) {
 #define FG_X(name, help) out->name += atomic_load_explicit(&heap->counts[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  if (_fg_ledger_active) merge_ledger(out, &heap->ledger);
+  if (_fg_ledger_active()) merge_ledger(out, &heap->ledger);
 }
 
 static uint64_t read_rss(void) {
@@ -268,7 +266,7 @@ static void live_totals(const fg_stats_t *st, uint64_t *req, uint64_t *handed) {
 fg_export void fg_stats_get(fg_stats_t *out) {
   int saved = errno;
   memset(out, 0, sizeof *out);
-  out->ledger_on = _fg_ledger_active;
+  out->ledger_on = _fg_ledger_active();
 #define FG_X(name, help) out->name = atomic_load_explicit(&_fg_counters[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
@@ -337,7 +335,6 @@ void _fg_ledger_sample(void) {
   }
   _fg_stats_snapshot_free(st);
 }
-bool _fg_ledger_active, _fg_ledger_fast;
 
 /* From the library constructor, not from inside the first malloc: dlopen allocates. Blocks
  * allocated before it (by other constructors) have no stack and are not in the leak report. */
@@ -347,8 +344,6 @@ void _fg_stats_start(void) {
 
 void _fg_stats_init(void) {
   leaks_on = _fg_option(FG_OPTION_LEAKS) != 0;
-  _fg_ledger_active = leaks_on || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0;
-  _fg_ledger_fast = _fg_ledger_active && !leaks_on && !_fg_secure_on; /* secure_init ran */
   long interval = _fg_option(FG_OPTION_STATS_INTERVAL_MS);
   timeline_on = interval > 0;
   sample_ms = interval > 0 ? (uint64_t)interval : 100;

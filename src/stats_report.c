@@ -250,9 +250,18 @@ static void write_leaks_text(fg_writer_t *w) {
   }
 }
 
+/* One counter a line: its name, its value (in KiB, MiB... for a count of bytes), its help. */
+static void write_counter(fg_writer_t *w, const char *name, uint64_t value, const char *help) {
+  char v[32];
+  size_t n = strlen(name);
+  bool bytes = n > 6 && strcmp(name + n - 6, "_bytes") == 0;
+  if (!bytes) snprintf(v, sizeof v, "%lu", value);
+  _fg_w_printf(w, "    %-28s %12s  %s\n", name, bytes ? human(value, v, sizeof v) : v, help);
+}
+
 static void write_text(fg_writer_t *w, const fg_stats_t *st) {
   totals_t t = totals_of(st);
-  char a1[32], a2[32], a3[32], a4[32], a5[32], a6[32];
+  char a1[32], a2[32], a3[32];
   _fg_w_printf(w, "frugal: ledger of pid %d (frugal %s)\n", (int)getpid(), FRUGAL_VERSION);
   if (st->ledger_on) {
     _fg_w_printf(w, "  blocks: %lu allocated, %lu freed, %lu live\n", t.allocations, t.frees, t.live_blocks);
@@ -282,30 +291,16 @@ static void write_text(fg_writer_t *w, const fg_stats_t *st) {
   } else {
     _fg_w_printf(w, "  (ledger off: set FRUGAL_STATS=1 for per-class counts)\n");
   }
-  _fg_w_printf(w, "  thread cache: %lu misses (page refills); %lu pages started, %lu released\n", st->slow_allocs,
-           st->pages_new, st->pages_released);
-  _fg_w_printf(w, "  large cache: %lu hits (%lu reshaped), %lu misses, %lu evictions, %lu decays\n", st->large_cache_hits, st->large_cache_reshapes,
-           st->large_cache_misses, st->large_cache_evictions, st->large_cache_decays);
-  _fg_w_printf(w, "  segment cache: %lu hits, %lu misses, %lu evictions, %lu decays\n", st->segment_cache_hits,
-           st->segment_cache_misses, st->segment_cache_evictions, st->segment_cache_decays);
-  _fg_w_printf(w, "  held for reuse: large cache %s, kept pages %s, free pages %s (+ %s given back), segment cache %s (+ %s given back)\n",
-           human(st->large_cache_bytes, a1, sizeof a1), human(st->kept_page_bytes, a2, sizeof a2),
-           human(st->free_page_bytes, a3, sizeof a3), human(st->free_page_returned_bytes, a4, sizeof a4),
-           human(st->segment_cache_bytes, a5, sizeof a5), human(st->segment_cache_returned_bytes, a6, sizeof a6));
-  _fg_w_printf(w, "  given back: %s by decay passes, %s by the purger thread (%lu passes), %s out of memory, %s by fg_collect, %s as the heap grew\n",
-           human(st->returned_decay_bytes, a1, sizeof a1), human(st->returned_idle_bytes, a2, sizeof a2),
-           st->purger_passes, human(st->returned_oom_bytes, a3, sizeof a3), human(st->returned_collect_bytes, a4, sizeof a4),
-           human(st->returned_growth_bytes, a5, sizeof a5));
-  _fg_w_printf(w, "  OS: mmap %lu (%s), munmap %lu (%s), madvise %lu (%s), mremap %lu\n", st->mmap_calls,
-           human(st->mmap_bytes, a1, sizeof a1), st->munmap_calls, human(st->munmap_bytes, a2, sizeof a2),
-           st->madvise_calls, human(st->madvise_bytes, a3, sizeof a3), st->mremap_calls);
-  _fg_w_printf(
-      w,
-      "  hidden costs: fresh pages %s small + %s large (each 4 KiB a fault + zeroing); process: %lu minor "
-      "faults, sys %.3f s\n",
-      human(st->fresh_bytes, a1, sizeof a1), human(st->fresh_large_bytes, a2, sizeof a2), st->minor_faults,
-      (double)st->sys_us / 1e6);
-  _fg_w_printf(w, "  RSS: %s now, %s peak\n", human(st->rss, a1, sizeof a1), human(st->peak_rss, a2, sizeof a2));
+  /* Every counter of the lists, with its help: a counter added there shows up here. */
+  _fg_w_printf(w, "  counters (process-wide):\n");
+#define FG_X(name, help) write_counter(w, #name, st->name, help);
+  FG_STATS_GLOBAL_FIELDS(FG_X)
+  _fg_w_printf(w, "  held for reuse now:\n");
+  FG_STATS_HELD_FIELDS(FG_X)
+#undef FG_X
+  _fg_w_printf(w, "  process: RSS %s now, %s peak; %lu minor faults, %lu major; user %.3f s, sys %.3f s\n",
+               human(st->rss, a1, sizeof a1), human(st->peak_rss, a2, sizeof a2), st->minor_faults,
+               st->major_faults, (double)st->user_us / 1e6, (double)st->sys_us / 1e6);
   if (leaks_on()) write_leaks_text(w);
 }
 
@@ -360,7 +355,7 @@ void _fg_expand_pid(const char *path, char *out, size_t size) {
 
 /* At exit (this library is finalized after the program's own destructors). */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (!_fg_ledger_active) return;
+  if (!_fg_ledger_active()) return;
   _fg_stacks_enter(); /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
   if (file != NULL) {
