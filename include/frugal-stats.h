@@ -79,8 +79,10 @@ typedef struct fg_stats_class_s {
   uint64_t peak_live_blocks; /* highest live count seen at a sample or read */
 } fg_stats_class_t;
 
+/* A timeline sample. `held`: what frugal's caches keep resident for reuse at the sample (the
+ * resident fields of FG_STATS_HELD_FIELDS): with live bytes, frugal's share of `rss`. */
 typedef struct fg_stats_sample_s {
-  uint64_t t_ms, live_requested, live_handed_out, rss;
+  uint64_t t_ms, live_requested, live_handed_out, rss, held;
 } fg_stats_sample_t;
 
 typedef struct fg_stats_s {

@@ -330,7 +330,8 @@ void _fg_ledger_sample(void) {
       timeline_len = FG_STATS_TIMELINE_MAX / 2;
       sample_ms *= 2;
     }
-    timeline[timeline_len++] = (fg_stats_sample_t){now - start_ms, req, handed, st->rss};
+    uint64_t held = st->large_cache_bytes + st->kept_page_bytes + st->free_page_bytes + st->segment_cache_bytes;
+    timeline[timeline_len++] = (fg_stats_sample_t){now - start_ms, req, handed, st->rss, held};
     pthread_mutex_unlock(&stats_lock);
   }
   _fg_stats_snapshot_free(st);

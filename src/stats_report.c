@@ -204,8 +204,10 @@ static void write_json(fg_writer_t *w, const fg_stats_t *st) {
   fg_stats_sample_t *tl = _fg_os_alloc_aligned(FG_STATS_TIMELINE_MAX * sizeof *tl, FG_OS_PAGE);
   size_t tl_len = tl != NULL ? _fg_stats_timeline(tl) : 0;
   for (size_t i = 0; i < tl_len; i++)
-    _fg_w_printf(w, "%s{\"t_ms\":%lu,\"live_bytes_requested\":%lu,\"live_bytes_handed_out\":%lu,\"rss\":%lu}",
-                 i ? "," : "", tl[i].t_ms, tl[i].live_requested, tl[i].live_handed_out, tl[i].rss);
+    _fg_w_printf(w,
+                 "%s{\"t_ms\":%lu,\"live_bytes_requested\":%lu,\"live_bytes_handed_out\":%lu,\"rss\":%lu,"
+                 "\"held_bytes\":%lu}",
+                 i ? "," : "", tl[i].t_ms, tl[i].live_requested, tl[i].live_handed_out, tl[i].rss, tl[i].held);
   if (tl != NULL) _fg_os_free(tl, FG_STATS_TIMELINE_MAX * sizeof *tl);
   _fg_w_printf(w, "],\"leaks\":");
   if (!leaks_on()) {

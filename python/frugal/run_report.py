@@ -21,7 +21,7 @@ from .run import RunResult  # noqa: E402
 from .symbols import frame_name  # noqa: E402
 from .units import human  # noqa: E402
 
-REQUESTED, HANDED, RSS, WASTE = "#2ca02c", "#1f77b4", "#7f7f7f", "#d62728"
+REQUESTED, HANDED, RSS, WASTE, HELD = "#2ca02c", "#1f77b4", "#7f7f7f", "#d62728", "#ff7f0e"
 bytes_axis = FuncFormatter(lambda v, _: human(v) if v >= 0 else "")
 
 EXTRA_CSS = """
@@ -71,6 +71,10 @@ def plot_timeline(d: dict, path: Path) -> None:
     tl = d["timeline"]
     t = [s["t_ms"] / 1000 for s in tl]
     ax.plot(t, [s["rss"] for s in tl], color=RSS, lw=1.5, label="RSS")
+    if any(s.get("held_bytes") for s in tl):  # ledgers written before held_bytes lack it
+        ax.fill_between(t, [s["live_bytes_handed_out"] for s in tl],
+                        [s["live_bytes_handed_out"] + s.get("held_bytes", 0) for s in tl],
+                        color=HELD, alpha=0.3, label="held by frugal's caches")
     ax.plot(t, [s["live_bytes_handed_out"] for s in tl], color=HANDED, lw=2, label="live, handed out")
     ax.plot(t, [s["live_bytes_requested"] for s in tl], color=REQUESTED, lw=2, ls="--", label="live, requested")
     ax.fill_between(t, [s["live_bytes_requested"] for s in tl], [s["live_bytes_handed_out"] for s in tl],

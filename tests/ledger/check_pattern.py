@@ -48,6 +48,7 @@ BLOCKS: dict[str, tuple[int, int] | None] = {
 }
 EDGE_LO, EDGE_HI = (512 << 10) + 1, 576 << 10  # as in pattern.c
 TIMELINE_LIVE, TIMELINE_SIZE, TIMELINE_MS = 100, 64, 400  # as in pattern.c
+TIMELINE_CACHED = 1 << 20  # pattern.c: a large block freed before the loop, held in the large cache
 
 
 def fail(msg: str) -> None:
@@ -167,6 +168,9 @@ def expected(mode: str, expect: dict, secure: bool) -> tuple[Rows, Counter[int]]
         n = TIMELINE_LIVE + expect["pairs"]
         small(rows, n, TIMELINE_SIZE, TIMELINE_SIZE, expect["pairs"])
         sizes[TIMELINE_SIZE] += n
+        cached = expect["large_usable"][0]  # the large block freed before the loop
+        add(rows, "large", 1, TIMELINE_CACHED, 1, cached, cached)
+        sizes[TIMELINE_CACHED] += 1
     else:
         fail(f"unknown mode {mode}")
     return rows, sizes
@@ -229,6 +233,8 @@ def check_timeline(ledger: dict, base: dict) -> None:
     timeline = ledger["timeline"]
     above = [s for s in timeline if s["live_bytes_requested"] > top_req or s["live_bytes_handed_out"] > top_handed]
     check("timeline: no sample above 101 live blocks", above, [])
+    thin = [s for s in timeline if s["held_bytes"] < TIMELINE_CACHED]
+    check("timeline: every sample holds the 1 MiB block freed before the loop (held_bytes)", thin, [])
     check("timeline: sampled peak requested (101 blocks of 64 B)", ledger["live"]["peak_bytes_requested"], top_req)
     check("timeline: sampled peak handed out", ledger["live"]["peak_bytes_handed_out"], top_handed)
 
