@@ -198,13 +198,16 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   size_t bsize = page->block_size;
   uint64_t state = page->key ^ ((uint64_t)page->capacity << 32) ^ (uintptr_t)first;
   if (state == 0) state = 1;
-  /* Link the n new blocks in a random order: a Fisher-Yates walk over their indices,
-   * kept implicit by swapping the link targets as we go. */
+  /* Link the n new blocks in a random order: a Fisher-Yates walk over their indices, kept
+   * implicit by swapping the link targets as we go. The order costs more than the checks on
+   * programs that use blocks in the order they got them (a FIFO of 16 B blocks: 0.87 s CPU
+   * shuffled, 0.45 s in address order, 0.60 s shuffled within runs of 4 blocks; plain mode
+   * 0.15 s): their consecutive blocks no longer share cache lines. */
   uint16_t order[FG_OS_PAGE / 8];
   for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
   for (uint32_t i = n - 1; i > 0; i--) {
-    /* j in [0, i]: the random's top 32 bits scaled by i + 1, a multiply where `%` was a
-     * 64-bit division per block (carving was a third of secure mode's time on 16 B FIFOs). */
+    /* j in [0, i]: the random's top 32 bits scaled by i + 1: a multiply, where `%` was a
+     * 64-bit division per block carved. */
     uint32_t j = (uint32_t)(((next_random(&state) >> 32) * (i + 1)) >> 32);
     uint16_t t = order[i];
     order[i] = order[j];
