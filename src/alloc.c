@@ -55,6 +55,14 @@ static fg_noinline void *malloc_hooked(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  if (fg_likely(_fg_secure_alone()) && size < FG_CLASS_MAX) { /* the page in hand: see hooks.c */
+    fg_page_t *page = _fg_heap()->queues[_fg_class_of(size + 1)].first;
+    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) {
+      void *b = page_pop(page);
+      _fg_secure_arm(page, b, size);
+      return b;
+    }
+  }
   void *p = malloc_core(size + _fg_hook_pad());
   if (p != NULL) _fg_hook_alloc(p, size);
   return p;

@@ -66,12 +66,14 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (count) _fg_ledger_free(p);
+    if (_fg_secure_alone()) _fg_secure_free(p);
     _fg_large_free(s, p);
     return;
   }
   fg_heap_t *heap = page->heap;
   if (heap == NULL) _fg_misuse("double free", p);
   fg_block_t *b = block_checked(page, p);
+  if (_fg_secure_alone()) _fg_secure_freeing(page, b, p);
   if (count) { /* into this thread's ledger: a plain block inline, anything else by the hook */
     fg_heap_t *me = _fg_heap();
     if (me != &_fg_heap_empty && page->requested != NULL && (void *)b == p)
@@ -154,14 +156,18 @@ static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool p
 }
 /* fg_free's own: a page of key 0 (no secure mode), the ledger (if on) counting it inline. */
 static inline void push_own_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, true, true); }
-/* Through the hooks, which counted it already; any key (secure mode's pages have one). */
-static inline void push_hooked_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, false, false); }
+/* Through the hooks, which counted it already; any key (secure mode's pages have one). Secure
+ * mode alone checks the block here, its page in hand (p: the pointer freed, in b). */
+static inline void push_hooked_free(fg_page_t *page, fg_block_t *b, const void *p) {
+  if (_fg_secure_alone()) _fg_secure_freeing(page, b, p);
+  push_local(page, b, false, false);
+}
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
   if (count && _fg_ledger_fast()) _fg_ledger_free(p);       /* counts nothing for a misuse */
-  push_hooked_free(page, block_checked(page, p));
+  push_hooked_free(page, block_checked(page, p), p);
 }
 
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
@@ -206,7 +212,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
   if (user)
     push_own_free(page, p);
   else
-    push_hooked_free(page, p);
+    push_hooked_free(page, p, p);
 }
 
 void _fg_free_raw(void *p, bool sized, size_t size) {
@@ -220,7 +226,7 @@ void _fg_free_raw(void *p, bool sized, size_t size) {
 static fg_noinline void free_unusual(void *p, size_t size, bool sized) {
   if (p == NULL) return;
   if (!_fg_segmap_contains(p)) free_foreign(p);
-  _fg_hook_free(p);
+  if (!_fg_secure_alone()) _fg_hook_free(p); /* secure mode alone checks where it pushes */
   free_ours(p, _fg_segment_of(p)->page_shift, sized, size, false);
 }
 

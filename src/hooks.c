@@ -10,7 +10,12 @@
  *
  * The hooked paths are alloc.c's malloc_hooked, realloc_hooked and the hooked halves of
  * fg_calloc and malloc_aligned, free.c's free_unusual (reached through FG_SEGMAP_HOOKED) and
- * usable_slow, and sample.c's sampled blocks (counted by the ledger like any other). */
+ * usable_slow, and sample.c's sampled blocks (counted by the ledger like any other). Secure mode
+ * alone (_fg_secure_alone) is the one mode meant to stay on in production, so its frees skip
+ * _fg_hook_free, which would find the block's page again and check what free checks next:
+ * free.c calls secure.c where it pushes a small block on a free list (_fg_secure_freeing),
+ * free's checks passed and the page in hand, and before a large block's free (_fg_secure_free).
+ * Its small allocations are armed by malloc_hooked (_fg_secure_arm), which popped them. */
 #include "internal.h"
 
 void _fg_hook_alloc(void *p, size_t size) {

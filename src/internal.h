@@ -55,7 +55,10 @@ enum {
                             * of their own, as the direct table stays empty and the segment
                             * map has FG_SEGMAP_HOOKED */
 };
-extern unsigned _fg_mode;
+/* Hidden: tested as one RIP-relative operand. Otherwise the compiler keeps its address in a
+ * callee-saved register across calls (page.c's set_direct tests it twice around one), which
+ * cost thread exit 5 instructions against the five bools it replaced. */
+extern unsigned _fg_mode __attribute__((visibility("hidden")));
 static inline bool _fg_secure_on(void) { return (_fg_mode & FG_MODE_SECURE) != 0; }
 static inline bool _fg_ledger_active(void) { return (_fg_mode & FG_MODE_LEDGER) != 0; }
 static inline bool _fg_ledger_fast(void) { return (_fg_mode & FG_MODE_LEDGER_FAST) != 0; }
@@ -309,13 +312,6 @@ void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
 
-/* ---- hooks.c: where a hooked call goes (secure mode, the ledger) ------------------------- */
-/* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
-static inline size_t _fg_hook_pad(void) { return _fg_secure_on() ? 1 : 0; }
-void _fg_hook_alloc(void *p, size_t size); /* after the raw allocation of size + pad */
-size_t _fg_hook_free(void *p);             /* before the raw free; returns the request (0: unknown) */
-size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
-
 /* ---- secure.c: hardened mode ----------------------------------------------------------------- */
 void _fg_secure_init(void);
 void _fg_secure_alloc(void *p, size_t size); /* check the free fill, store the request, arm the canary */
@@ -324,9 +320,23 @@ void _fg_secure_alloc(void *p, size_t size); /* check the free fill, store the r
 size_t _fg_secure_free(void *p);
 size_t _fg_secure_free_keep(void *p);
 size_t _fg_secure_requested(const void *p); /* SIZE_MAX: unknown */
+/* The same for a small block whose page the caller holds: p just popped from it, or b (p's
+ * block, p perhaps an aligned pointer inside it) checked live and about to be freed. */
+void _fg_secure_arm(fg_page_t *page, void *p, size_t size);
+void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p);
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
+
+/* ---- hooks.c: where a hooked call goes (secure mode, the ledger) ------------------------- */
+/* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */
+static inline size_t _fg_hook_pad(void) { return _fg_secure_on() ? 1 : 0; }
+void _fg_hook_alloc(void *p, size_t size); /* after the raw allocation of size + pad */
+size_t _fg_hook_free(void *p);             /* before the raw free; returns the request (0: unknown) */
+/* Secure mode without the ledger: small blocks skip the hooks above, malloc and free call
+ * secure.c where they hold the block's page (see hooks.c). */
+static inline bool _fg_secure_alone(void) { return (_fg_mode & (FG_MODE_SECURE | FG_MODE_LEDGER)) == FG_MODE_SECURE; }
+size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
 
 /* ---- stacks.c: call stacks, captured, interned and named ---------------------------------- */
 #define FG_STACK_FRAMES 16
