@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from frugal.experiments import EXPERIMENTS
-from frugal.experiments.threads import CAP_TARGETS, QUICK_OBJECTS, SHAPES, TARGET_S
+from frugal.experiments.threads import CAP_MIN_MS, CAP_TARGETS, QUICK_OBJECTS, SHAPES, TARGET_S
 from frugal.lab import FAIL, NA, PASS, Context, scores
 from frugal.runner import Sample
 from frugal.units import KiB, MiB, size_label
@@ -159,11 +159,16 @@ def test_threads_time_is_extrapolated_where_the_cap_stopped_a_run() -> None:
     exp = EXPERIMENTS["threads"]
     cell = next(c for c in exp.cells(CTX) if c.key == "malloc/128/1")
     assert cell.info["objects"] == QUICK_OBJECTS[("malloc", 128)]
-    assert cell.args[cell.args.index("--max-ms") + 1] == str(round(1000 * CAP_TARGETS * TARGET_S["quick"]))
+    assert cell.args[cell.args.index("--max-ms") + 1] == str(max(CAP_MIN_MS, round(1000 * CAP_TARGETS * TARGET_S["quick"])))
     record = {"wall_ns": 750_000_000, "done": cell.info["objects"] // 4, "stopped": True, "objects": 0}
     m, _ = exp.reduce(cell, Sample(0.8, 0.7, 0.1, 1 << 20, 10, 0, 0, records=[record]))
     assert m["time"] == pytest.approx(3.0) and m["stopped"] == 1.0
     assert m["ns_per_object"] == pytest.approx(750e6 / (cell.info["objects"] // 4))
+    # Stopped before any object was done (a thread never ran within the cap): a lower bound,
+    # not a division by zero (test_e2e's smoke run failed so on a loaded machine).
+    idle = {"wall_ns": 200_000_000, "done": 0, "stopped": True, "objects": 0}
+    m, _ = exp.reduce(cell, Sample(0.2, 0.0, 0.0, 1 << 20, 10, 0, 0, records=[idle]))
+    assert m["time"] == pytest.approx(0.2 * cell.info["objects"]) and m["stopped"] == 1.0
 
 
 def test_threads_full_mode_calibrates_every_cell_to_the_target() -> None:

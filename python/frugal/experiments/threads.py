@@ -47,6 +47,9 @@ CALIBRATION_MARGIN = 1.1  # a tenth more than the target: the cells still vary b
 # where another allocator took under half the cap (bench.py). 3, not less: the fastest
 # allocator itself took up to twice the target on a loaded machine (load average 12 on 2 cores).
 CAP_TARGETS = 3
+# Nor shorter than this: smoke's 15 ms cap stopped cells on a loaded machine before a thread
+# had run at all (0 objects done, nothing to extrapolate from).
+CAP_MIN_MS = 200
 SCALING_FACTOR = 0.9  # LAB.md: speedup >= 0.9 x min(N, cores)
 
 
@@ -86,7 +89,7 @@ class Threads(Experiment):
     def params(self, ctx: Context) -> dict[str, Any]:
         return {"cores": ctx.cores, "N": thread_counts(ctx), "target (fastest allocator, per cell)":
                 f"{TARGET_S[ctx.mode]} s" + (" (X calibrated)" if ctx.mode == "full" else " (X measured for it)"),
-                "cap": f"{CAP_TARGETS} × the target, then extrapolated",
+                "cap": f"{CAP_TARGETS} × the target (at least {CAP_MIN_MS} ms), then extrapolated",
                 "seed designs and queue at": [size_label(s) for s in self.design_sizes(ctx)],
                 "shapes": {v: f"--size {s}" for v, s in SHAPES.items()}, "repetitions": ctx.reps}
 
@@ -112,7 +115,7 @@ class Threads(Experiment):
 
     def cells(self, ctx: Context) -> list[Cell]:
         cells = []
-        cap_ms = round(1000 * CAP_TARGETS * TARGET_S[ctx.mode])
+        cap_ms = max(CAP_MIN_MS, round(1000 * CAP_TARGETS * TARGET_S[ctx.mode]))
         for variant, size, n in self.layout(ctx):
             key = cell_key(variant, size, n)
             objects = ctx.work.get(f"{self.name}/{key}", default_objects(ctx, variant, size))
@@ -129,7 +132,7 @@ class Threads(Experiment):
         PROBE_MS). `probe` runs a cell once under the allocators named (None: all)."""
         if ctx.mode != "full":
             return {}
-        target, cap_ms = TARGET_S[ctx.mode], round(1000 * CAP_TARGETS * TARGET_S[ctx.mode])
+        target, cap_ms = TARGET_S[ctx.mode], max(CAP_MIN_MS, round(1000 * CAP_TARGETS * TARGET_S[ctx.mode]))
 
         def seconds_per_object(cell: Cell, objects: int, ms: int, names: list[str] | None) -> dict[str, float]:
             args = list(cell.args)
@@ -166,7 +169,9 @@ class Threads(Experiment):
 
     def reduce(self, cell: Cell, s: Sample) -> tuple[dict[str, float], dict[str, list]]:
         rec = next(r for r in s.records if "wall_ns" in r)
-        wall, done = rec["wall_ns"] / 1e9, rec["done"]
+        # A run stopped before any object was done (the cap, on a machine too loaded to run a
+        # thread) counts as one done: its extrapolated time, marked ~, is then a lower bound.
+        wall, done = rec["wall_ns"] / 1e9, max(rec["done"], 1)
         m = base_metrics(s)
         m["ns_per_object"] = 1e9 * wall / done
         m["time"] = wall * cell.info["objects"] / done  # extrapolated where the cap stopped the run
@@ -273,7 +278,7 @@ class Threads(Experiment):
             rows.append([self.label(res, c), f"{res.info[c]['objects']:,}", fmt(fastest, 3)] +
                         [self.time_text(res, a, c) for a in res.allocators])
         tables.append(("Time (s) per cell, the same X for every allocator: median (min–max of the repetitions); "
-                       f"~: stopped at {CAP_TARGETS} × the target and extrapolated",
+                       f"~: stopped at {CAP_TARGETS} × the target (at least {CAP_MIN_MS} ms) and extrapolated",
                        ["cell", "X", "fastest"] + res.allocators, rows))
         ref = self.reference(res)
         for variant, caption in (("malloc", "malloc/free: ns per allocation, speedup against 1 thread, time "
