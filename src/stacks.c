@@ -1,6 +1,7 @@
-/* stacks.c — call stacks for whoever needs one (leak stacks, samples): capture with
- * libunwind, intern into one table of distinct stacks (an id per stack, so a block stores
- * 4 bytes), and name the frames for the reports. Capture and interning run under a lock. */
+/* stacks.c — call stacks for whoever needs one (leak stacks, samples, guards): capture with
+ * libunwind when leaks or profiles loaded it, else by walking frame pointers; intern into one
+ * table of distinct stacks (an id per stack, so a block stores 4 bytes), and name the frames
+ * for the reports. Interning runs under a lock. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -95,15 +96,52 @@ static uint32_t stack_intern(void **pc, uint32_t depth) {
   }
 }
 
+/* The main thread's stack top (glibc's, set at process start). */
+extern void *__libc_stack_end;
+/* Farther than this from the stack pointer, a supposed stack top is not believed. */
+#define STACK_SPAN ((uintptr_t)1 << 30)
+
+/* The return addresses of the frame-pointer chain from the caller of _fg_stack_capture up,
+ * reading only between the stack pointer and the thread's stack top: above a glibc thread's
+ * stack lies its static TLS (in_capture's address), and the main thread's ends at
+ * __libc_stack_end. Code without frame pointers uses rbp as it likes: the walk stops at the
+ * first link that does not point up the stack, so it always has the return address into the
+ * program (libfrugal is built with frame pointers) and as many callers as keep theirs. Measured
+ * on this VM (2026-11-23, 15 frames): 7 ns; libunwind's unw_backtrace 170-320 ns, and
+ * 95-230 us the first time in each thread; glibc's backtrace() 3-6.5 us. */
+static inline int fp_walk(void **pc, int max) {
+  uintptr_t lo = (uintptr_t)__builtin_frame_address(0), tls = (uintptr_t)&in_capture;
+  uintptr_t hi = tls > lo && tls - lo < STACK_SPAN ? tls : (uintptr_t)__libc_stack_end;
+  if (hi <= lo || hi - lo >= STACK_SPAN) return 0;
+  hi -= 2 * sizeof(uintptr_t); /* a frame record is two words */
+  const uintptr_t *fp = (const uintptr_t *)lo;
+  int n = 0;
+  while (n < max && fp[1] != 0) {
+    pc[n++] = (void *)fp[1];
+    uintptr_t next = fp[0];
+    if (next <= (uintptr_t)fp || next > hi || (next & 7) != 0) break;
+    fp = (const uintptr_t *)next;
+  }
+  return n;
+}
+
 /* libunwind's unw_backtrace walks the stack without malloc on x86-64; the guard keeps any
  * allocation it might still make from recording (and unwinding) itself. `skip`: frames of
- * frugal's own to drop from the top (the reports drop the rest of frugal's by module). */
+ * frugal's own to drop from the top (the reports drop the rest of frugal's by module). The
+ * frame-pointer walk keeps them all: frugal's entry points reach their slow paths by tail
+ * jumps, which leave no frame, so a count could drop the program's own. */
 uint32_t _fg_stack_capture(int skip) {
-  if (in_capture || backtrace_fn == NULL) return FG_NO_STACK;
+  if (in_capture) return FG_NO_STACK;
   in_capture = true;
   void *pc[FG_STACK_FRAMES + 4];
-  int depth = backtrace_fn(pc, FG_STACK_FRAMES + 4);
-  skip += 1; /* this function */
+  int depth;
+  if (backtrace_fn != NULL) {
+    depth = backtrace_fn(pc, FG_STACK_FRAMES + 4);
+    skip += 1; /* this function */
+  } else {
+    depth = fp_walk(pc, FG_STACK_FRAMES + 4); /* from this function's caller */
+    skip = 0;
+  }
   if (skip > depth) skip = 0;
   uint32_t n = (uint32_t)(depth - skip > FG_STACK_FRAMES ? FG_STACK_FRAMES : depth - skip);
   pthread_mutex_lock(&stack_lock);
