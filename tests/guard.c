@@ -1,5 +1,6 @@
 /* guard.c — guarded sampling (issue 13, RELIABILITY.md): run with FRUGAL_GUARD_EVERY=1, so
- * every allocation up to a page gets a guarded slot. Each bug runs in a child process, which
+ * every allocation up to a page gets a guarded slot; once as is (blocks end against their
+ * guard page: overflows), once with FRUGAL_GUARD_UNDERFLOW=1 (blocks start after it). Each bug runs in a child process, which
  * must die of SIGABRT after one "frugal: <kind> at <address>" line followed by the stack that
  * allocated the block (and, after a free, the one that freed it). A fault that is not frugal's
  * must end the child as it would without frugal: SIGSEGV, no frugal line. Guarded blocks
@@ -7,6 +8,7 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -33,6 +35,16 @@ static void overflow_rounded(void) { /* 100 bytes: the guard begins past its cla
   *shared_ptr = (uintptr_t)(p + 104);
   for (int i = 0; i < 120; i++) p[i] = 1; /* a byte at a time: the first fault is at 104 */
 }
+static void underflow_1(void) { /* with FRUGAL_GUARD_UNDERFLOW=1 */
+  volatile char *p = guard_alloc_site(48);
+  *shared_ptr = (uintptr_t)(p - 1);
+  p[-1] = 1;
+}
+static void underflow_read_16(void) {
+  volatile char *p = guard_alloc_site(200);
+  *shared_ptr = (uintptr_t)(p - 16);
+  (void)p[-16];
+}
 static void use_after_free_read(void) {
   volatile char *p = guard_alloc_site(64);
   guard_free_site((void *)p);
@@ -57,16 +69,19 @@ typedef struct bug_s {
   void (*run)(void);
   const char *kind; /* in the frugal: line; NULL: not frugal's, the child dies of SIGSEGV */
   int freed;        /* the report shows where the block was freed too */
+  int side;         /* 0: either placement; 1: blocks at the page's end only; 2: at its start only */
 } bug_t;
 
 static const bug_t bugs[] = {
-    {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0},
-    {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0},
-    {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0},
-    {"read a freed 64-byte block", use_after_free_read, "use-after-free", 1},
+    {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0, 1},
+    {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0, 0},
+    {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0, 1},
+    {"write 1 byte before a 48-byte block", underflow_1, "heap-buffer-underflow", 0, 2},
+    {"read 16 bytes before a 200-byte block", underflow_read_16, "heap-buffer-underflow", 0, 2},
+    {"read a freed 64-byte block", use_after_free_read, "use-after-free", 1, 0},
     {"write into a freed 100-byte block after 50 other allocations", use_after_free_write_later, "use-after-free",
-     1},
-    {"control: touching a PROT_NONE page of the program's own", not_ours, NULL, 0},
+     1, 0},
+    {"control: touching a PROT_NONE page of the program's own", not_ours, NULL, 0, 0},
 };
 
 static void run_bug(void *arg) { ((const bug_t *)arg)->run(); }
@@ -131,6 +146,10 @@ int main(void) {
   for (int i = 0; i < 4096; i++) zeroed &= z[i] == 0;
   CHECK("calloc'd guarded block of a page is zeroed", zeroed);
   free(z);
-  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++) run_case(&bugs[i]);
+  const char *u = getenv("FRUGAL_GUARD_UNDERFLOW");
+  int side = u != NULL && strcmp(u, "1") == 0 ? 2 : 1;
+  printf("# guarded blocks placed %s their page\n", side == 2 ? "at the start of" : "at the end of");
+  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++)
+    if (bugs[i].side == 0 || bugs[i].side == side) run_case(&bugs[i]);
   return check_finish("guard");
 }
