@@ -362,11 +362,6 @@ void _fg_guard_free(fg_segment_t *s, const void *p);
 size_t _fg_guard_usable(fg_segment_t *s, const void *p); /* aborts unless p is a live block */
 bool _fg_guard_owns(fg_segment_t *s, const void *p);
 void _fg_guard_lock(bool lock);
-/* Bytes of guard page at the end of a large mapping. */
-static inline size_t _fg_large_guard(const fg_segment_t *s) {
-  (void)s;
-  return _fg_secure_guard();
-}
 
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options: turns the ledger on if asked */

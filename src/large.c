@@ -387,7 +387,7 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
   if (fg_unlikely(s->guarded)) return _fg_guard_usable(s, p);
   large_check(s, p);
-  return s->mapped - s->large_offset - _fg_large_guard(s);
+  return s->mapped - s->large_offset - _fg_secure_guard();
 }
 
 /* Resize in place when the mapping can follow (shrink, or grow into free address space
@@ -395,7 +395,7 @@ size_t _fg_large_usable(fg_segment_t *s, const void *p) {
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
   if (s->guarded) return NULL; /* a guarded block moves (the caller's _fg_large_usable checks it) */
   large_check(s, p);
-  size_t usable = s->mapped - s->large_offset - _fg_large_guard(s);
+  size_t usable = s->mapped - s->large_offset - _fg_secure_guard();
   if (size <= usable && size >= usable / 2) {
     size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
     if ((s->mapped - want) * 8 > s->mapped && _fg_os_resize(s, s->mapped, want)) s->mapped = want;
