@@ -98,21 +98,48 @@ static uint32_t stack_intern(void **pc, uint32_t depth) {
 
 /* The main thread's stack top (glibc's, set at process start). */
 extern void *__libc_stack_end;
-/* Farther than this from the stack pointer, a supposed stack top is not believed. */
-#define STACK_SPAN ((uintptr_t)1 << 30)
+/* How far below __libc_stack_end the main thread's stack is believed to reach: the default
+ * RLIMIT_STACK. The kernel keeps other mappings at least 128 MiB below the stack's top. */
+#define MAIN_STACK_SPAN ((uintptr_t)8 << 20)
+
+/* This thread's stack, learnt at its first capture: [stack_lo, stack_hi); stack_hi 1: unknown. */
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+
+/* pthread_getattr_np reads /proc/self/maps for the main thread (slow, and it allocates), so the
+ * main thread's comes from __libc_stack_end; another thread's is its pthread stack (its
+ * cpuset query allocates: in_capture keeps that allocation from sampling itself). */
+static fg_noinline void stack_learn(void) {
+  uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
+  stack_hi = 1;
+  if (here < top && top - here < MAIN_STACK_SPAN) { /* the main thread's stack */
+    stack_lo = top - MAIN_STACK_SPAN;
+    stack_hi = top;
+    return;
+  }
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    stack_lo = (uintptr_t)addr;
+    stack_hi = (uintptr_t)addr + size;
+  }
+  pthread_attr_destroy(&attr);
+}
 
 /* The return addresses of the frame-pointer chain from the caller of _fg_stack_capture up,
- * reading only between the stack pointer and the thread's stack top: above a glibc thread's
- * stack lies its static TLS (in_capture's address), and the main thread's ends at
- * __libc_stack_end. Code without frame pointers uses rbp as it likes: the walk stops at the
- * first link that does not point up the stack, so it always has the return address into the
- * program (libfrugal is built with frame pointers) and as many callers as keep theirs. Measured
- * on this VM (2026-11-23, 15 frames): 7 ns; libunwind's unw_backtrace 170-320 ns, and
- * 95-230 us the first time in each thread; glibc's backtrace() 3-6.5 us. */
+ * reading only between the stack pointer and the top of the thread's stack, when it runs on
+ * that stack (not on a coroutine's or a signal stack: no walk there, as a link could point
+ * into unmapped memory beside it). Code without frame pointers uses rbp as it likes: the walk
+ * stops at the first link that does not point up the stack, so it always has the return
+ * address into the program (libfrugal is built with frame pointers) and as many callers as
+ * keep theirs. Measured on this VM (2026-11-23, 15 frames): 7 ns; libunwind's unw_backtrace
+ * 170-320 ns, and 95-230 us the first time in each thread; glibc's backtrace() 3-6.5 us. */
 static inline int fp_walk(void **pc, int max) {
-  uintptr_t lo = (uintptr_t)__builtin_frame_address(0), tls = (uintptr_t)&in_capture;
-  uintptr_t hi = tls > lo && tls - lo < STACK_SPAN ? tls : (uintptr_t)__libc_stack_end;
-  if (hi <= lo || hi - lo >= STACK_SPAN) return 0;
+  if (stack_hi == 0) stack_learn();
+  uintptr_t lo = (uintptr_t)__builtin_frame_address(0), hi = stack_hi;
+  if (lo < stack_lo || lo >= hi || hi - lo < 2 * sizeof(uintptr_t)) return 0;
   hi -= 2 * sizeof(uintptr_t); /* a frame record is two words */
   const uintptr_t *fp = (const uintptr_t *)lo;
   int n = 0;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "check.h"
 #include "testutil.h"
@@ -87,6 +88,38 @@ static const bug_t bugs[] = {
 };
 
 static void run_bug(void *arg) { ((const bug_t *)arg)->run(); }
+
+/* Guarded allocations on a coroutine's stack (a heap block, beside unmapped memory or other
+ * blocks): the stack walk must not wander off it; and in a thread, the report still names the
+ * allocating function. */
+static ucontext_t co_main, co_ctx;
+static int co_done;
+static void co_body(void) {
+  for (int i = 0; i < 100; i++) free(tu_ptr(malloc(16 + (size_t)i)));
+  co_done = 1;
+}
+static void coroutine_allocations(void) {
+  size_t size = 256 << 10;
+  char *stack = tu_ptr(malloc(size));
+  getcontext(&co_ctx);
+  co_ctx.uc_stack.ss_sp = stack;
+  co_ctx.uc_stack.ss_size = size;
+  co_ctx.uc_link = &co_main;
+  makecontext(&co_ctx, co_body, 0);
+  swapcontext(&co_main, &co_ctx);
+  free(stack);
+  CHECK("100 guarded allocations on a coroutine's heap stack", co_done == 1);
+}
+static void *thread_bug(void *arg) {
+  free(tu_ptr(malloc(8))); /* a thread's first allocation makes its heap, and is never guarded */
+  use_after_free_read();
+  return arg;
+}
+static void uaf_in_thread(void *arg) {
+  pthread_t t;
+  pthread_create(&t, NULL, thread_bug, arg);
+  pthread_join(t, NULL);
+}
 
 /* fork while another thread takes and frees guarded slots: the child's slots (the guard's
  * lock, the region, its quarantine) must still work, and still catch a use after free. */
@@ -186,5 +219,11 @@ int main(void) {
   for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++)
     if (bugs[i].side == 0 || bugs[i].side == side) run_case(&bugs[i]);
   fork_while_guarding();
+  coroutine_allocations();
+  tu_child_t c;
+  CHECK("a use after free in a thread: reported with the thread's allocating stack",
+        tu_run_child(uaf_in_thread, NULL, 20, &c) && tu_child_signalled(&c, SIGABRT) &&
+            strstr(c.err, "frugal: use-after-free") != NULL && strstr(c.err, "allocated at:\n    #0 ") != NULL &&
+            strstr(strstr(c.err, "allocated at:"), "test_guard+") != NULL);
   return check_finish("guard");
 }
