@@ -76,9 +76,10 @@ bool fg_is_owned(const void *p);
   X(PURGE_THREAD, 1, 0, 1, 0, "1: a background thread gives cached memory back while the program is quiet")   \
   X(SAMPLE_BYTES, 1L << 20, 0, 1L << 40, 0, "mean bytes allocated between two sampled allocations (0: no sampling)") \
   X(PROFILE, 0, 0, 0, 1, "directory (%p = pid): heap profile from the samples written there at exit")        \
-  X(GUARD_EVERY, 0, 0, 1L << 30, 0,                                                                             \
+  X(GUARD_EVERY, 500000, 0, 1L << 30, 0,                                                                             \
     "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of reach a while after free " \
-    "(0: off; 1: every one)")
+    "(0: off; 1: every one)")                                                                                  \
+  X(GUARD_UNDERFLOW, 0, 0, 1, 0, "1: guarded blocks start right after their guard page (catch underflows, not overflows)")
 
 typedef enum fg_option_e {
 #define FG_X(name, def, min, max, is_string, help) FG_OPTION_##name,

@@ -285,6 +285,7 @@ fg_export size_t fg_usable_size(const void *p) {
 fg_export bool fg_is_owned(const void *p) {
   fg_segment_t *s = _fg_segment_of(p);
   if (p == NULL || !_fg_segment_valid(s)) return false;
+  if (s->kind == FG_SEG_LARGE && s->guarded) return _fg_guard_owns(s, p);
   if (s->kind == FG_SEG_LARGE)
     return (const uint8_t *)p == (uint8_t *)s + s->large_offset &&
            atomic_load(&s->large_state) == FG_LARGE_LIVE;

@@ -106,6 +106,8 @@ void _fg_os_free(void *p, size_t size);
 void _fg_os_purge(void *p, size_t size);                       /* give the pages back, keep the range */
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
 bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size); /* onto the mapping at `to` */
+bool _fg_os_protect(void *p, size_t size, bool access); /* PROT_READ|PROT_WRITE, or PROT_NONE */
+bool _fg_os_seal(void *p, size_t size); /* PROT_NONE, and the pages dropped */
 uint64_t _fg_clock_ms(void);
 uintptr_t _fg_os_random(void);
 
@@ -386,13 +388,12 @@ void _fg_sample_lock_all(bool lock);   /* fork: the sampler's, stack table's and
 
 /* ---- guard.c: guarded slots, and the fault handler that reports on them ------------------ */
 void _fg_guard_start(void); /* from the constructor: installs the SIGSEGV handler */
-void *_fg_guard_alloc(size_t size, bool zero, uint32_t stack); /* size <= a page; NULL: no slot */
-void _fg_guard_free(fg_segment_t *s);                          /* s->guarded: keep out of reach */
+void *_fg_guard_alloc(size_t size, bool zero); /* size <= a page, malloc's alignment; NULL: no slot */
+/* The region of guarded slots is a large segment marked guarded: large.c hands it its blocks. */
+void _fg_guard_free(fg_segment_t *s, const void *p);
+size_t _fg_guard_usable(fg_segment_t *s, const void *p); /* aborts unless p is a live block */
+bool _fg_guard_owns(fg_segment_t *s, const void *p);
 void _fg_guard_lock(bool lock);
-/* Bytes of guard page at the end of a large mapping. */
-static inline size_t _fg_large_guard(const fg_segment_t *s) {
-  return s->guarded ? FG_OS_PAGE : _fg_secure_guard();
-}
 
 /* ---- stats.c: the ledger ------------------------------------------------------------------ */
 void _fg_stats_init(void); /* after options and the mode */

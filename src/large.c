@@ -357,14 +357,14 @@ static fg_noinline void large_check(fg_segment_t *s, const void *p) {
 }
 
 void _fg_large_free(fg_segment_t *s, const void *p) {
+  if (fg_unlikely(s->guarded)) {
+    _fg_guard_free(s, p);
+    return;
+  }
   large_check(s, p);
   if (fg_unlikely(s->sampled)) _fg_sample_free(s);
   uint32_t live = FG_LARGE_LIVE;
   if (!atomic_compare_exchange_strong(&s->large_state, &live, FG_LARGE_FREE)) _fg_misuse("double free", p);
-  if (fg_unlikely(s->guarded)) {
-    _fg_guard_free(s);
-    return;
-  }
   s->freed_at = _fg_clock_ms();
   fg_heap_t *heap = own_heap(false);
   if (heap == NULL) {
@@ -386,16 +386,17 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
 }
 
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
+  if (fg_unlikely(s->guarded)) return _fg_guard_usable(s, p);
   large_check(s, p);
-  return s->mapped - s->large_offset - _fg_large_guard(s);
+  return s->mapped - s->large_offset - _fg_secure_guard();
 }
 
 /* Resize in place when the mapping can follow (shrink, or grow into free address space
  * behind it): no copy, no fault on the kept pages. NULL when the block must move. */
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
+  if (s->guarded) return NULL; /* a guarded block moves (the caller's _fg_large_usable checks it) */
   large_check(s, p);
-  if (s->guarded) return NULL; /* a slot's mapping stays as it is: the block moves */
-  size_t usable = s->mapped - s->large_offset - _fg_large_guard(s);
+  size_t usable = s->mapped - s->large_offset - _fg_secure_guard();
   if (size <= usable && size >= usable / 2) {
     size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
     if ((s->mapped - want) * 8 > s->mapped && _fg_os_resize(s, s->mapped, want)) s->mapped = want;

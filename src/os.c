@@ -118,6 +118,25 @@ void _fg_os_purge(void *p, size_t size) {
   errno = saved;
 }
 
+/* Guarded slots (guard.c): make a range accessible or not, its contents kept. */
+bool _fg_os_protect(void *p, size_t size, bool access) {
+  int saved = errno;
+  bool ok = mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
+}
+
+/* Make a range inaccessible and drop its pages in one call: a fresh PROT_NONE mapping over
+ * it (mprotect then madvise would be two, and each takes the process's memory-map lock). A
+ * page made accessible again later reads as zeros. */
+bool _fg_os_seal(void *p, size_t size) {
+  int saved = errno;
+  bool ok = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == p;
+  _fg_count(FG_C_mmap_calls, 1);
+  errno = saved;
+  return ok;
+}
+
 /* Grow or shrink a mapping where it is; never moves it, so segment alignment holds. */
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
   int saved = errno;

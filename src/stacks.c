@@ -1,6 +1,7 @@
-/* stacks.c — call stacks for whoever needs one (leak stacks, samples): capture with
- * libunwind, intern into one table of distinct stacks (an id per stack, so a block stores
- * 4 bytes), and name the frames for the reports. Capture and interning run under a lock. */
+/* stacks.c — call stacks for whoever needs one (leak stacks, samples, guards): capture with
+ * libunwind when leaks or profiles loaded it, else by walking frame pointers; intern into one
+ * table of distinct stacks (an id per stack, so a block stores 4 bytes), and name the frames
+ * for the reports. Interning runs under a lock. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -95,15 +96,79 @@ static uint32_t stack_intern(void **pc, uint32_t depth) {
   }
 }
 
+/* The main thread's stack top (glibc's, set at process start). */
+extern void *__libc_stack_end;
+/* How far below __libc_stack_end the main thread's stack is believed to reach: the default
+ * RLIMIT_STACK. The kernel keeps other mappings at least 128 MiB below the stack's top. */
+#define MAIN_STACK_SPAN ((uintptr_t)8 << 20)
+
+/* This thread's stack, learnt at its first capture: [stack_lo, stack_hi); stack_hi 1: unknown. */
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+
+/* pthread_getattr_np reads /proc/self/maps for the main thread (slow, and it allocates), so the
+ * main thread's comes from __libc_stack_end; another thread's is its pthread stack (its
+ * cpuset query allocates: in_capture keeps that allocation from sampling itself). */
+static fg_noinline void stack_learn(void) {
+  uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
+  stack_hi = 1;
+  if (here < top && top - here < MAIN_STACK_SPAN) { /* the main thread's stack */
+    stack_lo = top - MAIN_STACK_SPAN;
+    stack_hi = top;
+    return;
+  }
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    stack_lo = (uintptr_t)addr;
+    stack_hi = (uintptr_t)addr + size;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+/* The return addresses of the frame-pointer chain from the caller of _fg_stack_capture up,
+ * reading only between the stack pointer and the top of the thread's stack, when it runs on
+ * that stack (not on a coroutine's or a signal stack: no walk there, as a link could point
+ * into unmapped memory beside it). Code without frame pointers uses rbp as it likes: the walk
+ * stops at the first link that does not point up the stack, so it always has the return
+ * address into the program (frugal's allocation and free paths keep frame pointers) and as many callers as
+ * keep theirs. Measured on this VM (2026-11-23, 15 frames): 7 ns; libunwind's unw_backtrace
+ * 170-320 ns, and 95-230 us the first time in each thread; glibc's backtrace() 3-6.5 us. */
+static inline int fp_walk(void **pc, int max) {
+  if (stack_hi == 0) stack_learn();
+  uintptr_t lo = (uintptr_t)__builtin_frame_address(0), hi = stack_hi;
+  if (lo < stack_lo || lo >= hi || hi - lo < 2 * sizeof(uintptr_t)) return 0;
+  hi -= 2 * sizeof(uintptr_t); /* a frame record is two words */
+  const uintptr_t *fp = (const uintptr_t *)lo;
+  int n = 0;
+  while (n < max && fp[1] != 0) {
+    pc[n++] = (void *)fp[1];
+    uintptr_t next = fp[0];
+    if (next <= (uintptr_t)fp || next > hi || (next & 7) != 0) break;
+    fp = (const uintptr_t *)next;
+  }
+  return n;
+}
+
 /* libunwind's unw_backtrace walks the stack without malloc on x86-64; the guard keeps any
  * allocation it might still make from recording (and unwinding) itself. `skip`: frames of
- * frugal's own to drop from the top (the reports drop the rest of frugal's by module). */
+ * frugal's own to drop from the top (the reports drop the rest of frugal's by module). The
+ * frame-pointer walk keeps them all: frugal's entry points reach their slow paths by tail
+ * jumps, which leave no frame, so a count could drop the program's own. */
 uint32_t _fg_stack_capture(int skip) {
-  if (in_capture || backtrace_fn == NULL) return FG_NO_STACK;
+  if (in_capture) return FG_NO_STACK;
   in_capture = true;
   void *pc[FG_STACK_FRAMES + 4];
-  int depth = backtrace_fn(pc, FG_STACK_FRAMES + 4);
-  skip += 1; /* this function */
+  int depth;
+  if (backtrace_fn != NULL) {
+    depth = backtrace_fn(pc, FG_STACK_FRAMES + 4);
+    skip += 1; /* this function */
+  } else {
+    depth = fp_walk(pc, FG_STACK_FRAMES + 4); /* from this function's caller */
+    skip = 0;
+  }
   if (skip > depth) skip = 0;
   uint32_t n = (uint32_t)(depth - skip > FG_STACK_FRAMES ? FG_STACK_FRAMES : depth - skip);
   pthread_mutex_lock(&stack_lock);

@@ -54,7 +54,7 @@ static bool locate(const void *p, block_loc_t *loc, bool create) {
   loc->large = NULL;
   if (s->kind == FG_SEG_LARGE) {
     loc->row = FG_CLASS_COUNT;
-    loc->handed = s->mapped - s->large_offset - _fg_large_guard(s);
+    loc->handed = s->mapped - s->large_offset - _fg_secure_guard();
     loc->large = s;
     return true;
   }

@@ -1,14 +1,19 @@
 /* guard.c — guarded sampling (issue 13, RELIABILITY.md): run with FRUGAL_GUARD_EVERY=1, so
- * every allocation up to a page gets a guarded slot. Each bug runs in a child process, which
+ * every allocation up to a page gets a guarded slot; once as is (blocks end against their
+ * guard page: overflows), once with FRUGAL_GUARD_UNDERFLOW=1 (blocks start after it). Each bug runs in a child process, which
  * must die of SIGABRT after one "frugal: <kind> at <address>" line followed by the stack that
  * allocated the block (and, after a free, the one that freed it). A fault that is not frugal's
  * must end the child as it would without frugal: SIGSEGV, no frugal line. Guarded blocks
  * must otherwise behave like any: aligned, usable, reallocated with their contents. */
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "check.h"
 #include "testutil.h"
@@ -32,6 +37,16 @@ static void overflow_rounded(void) { /* 100 bytes: the guard begins past its cla
   volatile char *p = guard_alloc_site(100);
   *shared_ptr = (uintptr_t)(p + 104);
   for (int i = 0; i < 120; i++) p[i] = 1; /* a byte at a time: the first fault is at 104 */
+}
+static void underflow_1(void) { /* with FRUGAL_GUARD_UNDERFLOW=1 */
+  volatile char *p = guard_alloc_site(48);
+  *shared_ptr = (uintptr_t)(p - 1);
+  p[-1] = 1;
+}
+static void underflow_read_16(void) {
+  volatile char *p = guard_alloc_site(200);
+  *shared_ptr = (uintptr_t)(p - 16);
+  (void)p[-16];
 }
 static void use_after_free_read(void) {
   volatile char *p = guard_alloc_site(64);
@@ -57,19 +72,86 @@ typedef struct bug_s {
   void (*run)(void);
   const char *kind; /* in the frugal: line; NULL: not frugal's, the child dies of SIGSEGV */
   int freed;        /* the report shows where the block was freed too */
+  int side;         /* 0: either placement; 1: blocks at the page's end only; 2: at its start only */
 } bug_t;
 
 static const bug_t bugs[] = {
-    {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0},
-    {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0},
-    {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0},
-    {"read a freed 64-byte block", use_after_free_read, "use-after-free", 1},
+    {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0, 1},
+    {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0, 0},
+    {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0, 1},
+    {"write 1 byte before a 48-byte block", underflow_1, "heap-buffer-underflow", 0, 2},
+    {"read 16 bytes before a 200-byte block", underflow_read_16, "heap-buffer-underflow", 0, 2},
+    {"read a freed 64-byte block", use_after_free_read, "use-after-free", 1, 0},
     {"write into a freed 100-byte block after 50 other allocations", use_after_free_write_later, "use-after-free",
-     1},
-    {"control: touching a PROT_NONE page of the program's own", not_ours, NULL, 0},
+     1, 0},
+    {"control: touching a PROT_NONE page of the program's own", not_ours, NULL, 0, 0},
 };
 
 static void run_bug(void *arg) { ((const bug_t *)arg)->run(); }
+
+/* Guarded allocations on a coroutine's stack (a heap block, beside unmapped memory or other
+ * blocks): the stack walk must not wander off it; and in a thread, the report still names the
+ * allocating function. */
+static ucontext_t co_main, co_ctx;
+static int co_done;
+static void co_body(void) {
+  for (int i = 0; i < 100; i++) free(tu_ptr(malloc(16 + (size_t)i)));
+  co_done = 1;
+}
+static void coroutine_allocations(void) {
+  size_t size = 256 << 10;
+  char *stack = tu_ptr(malloc(size));
+  getcontext(&co_ctx);
+  co_ctx.uc_stack.ss_sp = stack;
+  co_ctx.uc_stack.ss_size = size;
+  co_ctx.uc_link = &co_main;
+  makecontext(&co_ctx, co_body, 0);
+  swapcontext(&co_main, &co_ctx);
+  free(stack);
+  CHECK("100 guarded allocations on a coroutine's heap stack", co_done == 1);
+}
+static void *thread_bug(void *arg) {
+  free(tu_ptr(malloc(8))); /* a thread's first allocation makes its heap, and is never guarded */
+  use_after_free_read();
+  return arg;
+}
+static void uaf_in_thread(void *arg) {
+  pthread_t t;
+  pthread_create(&t, NULL, thread_bug, arg);
+  pthread_join(t, NULL);
+}
+
+/* fork while another thread takes and frees guarded slots: the child's slots (the guard's
+ * lock, the region, its quarantine) must still work, and still catch a use after free. */
+static atomic_int churning;
+static void *churn(void *arg) {
+  (void)arg;
+  while (atomic_load(&churning)) free(tu_ptr(malloc(64)));
+  return NULL;
+}
+static void child_after_fork(void *arg) {
+  (void)arg;
+  char *keep[300];
+  for (int i = 0; i < 300; i++) keep[i] = tu_ptr(malloc(100)); /* more than the 256 slots */
+  for (int i = 0; i < 300; i++) free(keep[i]);
+  use_after_free_read();
+}
+static void fork_while_guarding(void) {
+  pthread_t t;
+  atomic_store(&churning, 1);
+  pthread_create(&t, NULL, churn, NULL);
+  int caught = 0;
+  for (int i = 0; i < 20; i++) {
+    tu_child_t c;
+    if (tu_run_child(child_after_fork, NULL, 20, &c) && tu_child_signalled(&c, SIGABRT) &&
+        strstr(c.err, "frugal: use-after-free") != NULL)
+      caught++;
+  }
+  atomic_store(&churning, 0);
+  pthread_join(t, NULL);
+  CHECKF(caught == 20, "fork while a thread guards: each of 20 children guards 300 blocks and catches a use "
+                       "after free (%d did)", caught);
+}
 
 static int count_lines(const char *err, const char *prefix, char *first, size_t len) {
   int n = 0;
@@ -131,6 +213,17 @@ int main(void) {
   for (int i = 0; i < 4096; i++) zeroed &= z[i] == 0;
   CHECK("calloc'd guarded block of a page is zeroed", zeroed);
   free(z);
-  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++) run_case(&bugs[i]);
+  const char *u = getenv("FRUGAL_GUARD_UNDERFLOW");
+  int side = u != NULL && strcmp(u, "1") == 0 ? 2 : 1;
+  printf("# guarded blocks placed %s their page\n", side == 2 ? "at the start of" : "at the end of");
+  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++)
+    if (bugs[i].side == 0 || bugs[i].side == side) run_case(&bugs[i]);
+  fork_while_guarding();
+  coroutine_allocations();
+  tu_child_t c;
+  CHECK("a use after free in a thread: reported with the thread's allocating stack",
+        tu_run_child(uaf_in_thread, NULL, 20, &c) && tu_child_signalled(&c, SIGABRT) &&
+            strstr(c.err, "frugal: use-after-free") != NULL && strstr(c.err, "allocated at:\n    #0 ") != NULL &&
+            strstr(strstr(c.err, "allocated at:"), "test_guard+") != NULL);
   return check_finish("guard");
 }

@@ -31,7 +31,7 @@ def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:
     for k in [k for k in env if k.startswith("FRUGAL_")]:
         del env[k]
     env["FRUGAL_PURGE_THREAD"] = "0"  # its passes depend on the clock, not on the workload
-    # A guarded allocation (one in 100,000 by default) costs thousands of instructions and
+    # A guarded allocation (one in 500,000 by default) costs thousands of instructions and
     # falls in the measured window or not: the fast path is counted without them (their cost
     # is measured on its own, README "Guarded sampling").
     env["FRUGAL_GUARD_EVERY"] = "0"

@@ -33,10 +33,11 @@ tsan() {
   echo "sanitize: TSan build (build-tsan/), stress_fg for $tsan_seconds s"
   configure build-tsan "-fsanitize=thread -fno-omit-frame-pointer"
   cmake --build build-tsan -j "$jobs" --target stress_fg >/dev/null
-  # Guarded sampling off: its allocation stacks load libunwind, whose thread-exit destructor
-  # runs after TSan has torn the thread's state down and crashes inside TSan's mutex
-  # interceptor (gdb: __tsan::MutexPreLock from __nptl_deallocate_tsd). Guards have their own
-  # tests (guard, death); this run is about frugal's own synchronisation.
+  # Guarded sampling off (it is on by default): when it took its stacks with libunwind, the
+  # library's thread-exit destructor ran after TSan had torn the thread's state down and
+  # crashed inside TSan's mutex interceptor (gdb: __tsan::MutexPreLock from
+  # __nptl_deallocate_tsd). Guards have their own tests (guard, guard_underflow); this run is
+  # about frugal's own synchronisation.
   FRUGAL_GUARD_EVERY=0 \
     TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
     build-tsan/tests/stress_fg "$tsan_seconds"
