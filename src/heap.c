@@ -56,48 +56,53 @@ fg_heap_t *_fg_heap_init_thread(void) {
   if (heap != NULL) heap->owned = true;
   pthread_mutex_unlock(&heaps_lock);
   if (heap == NULL) return NULL;
-  heap->decay_at = _fg_clock_ms() + (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  /* An adopted heap keeps its decay schedule: a chain of short threads passing one heap on
+   * then decays it like one long-lived thread would (a new clock on every adoption would
+   * postpone its passes for ever). */
+  if (heap->decay_at == 0) heap->decay_at = _fg_clock_ms() + (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   _fg_heap_tls = heap;
   pthread_setspecific(heap_key, heap);
   return heap;
 }
 
 static void decay_if_due(fg_heap_t *heap);
+static void purge_idle_blocks(fg_heap_t *heap);
 
-static void abandon(fg_heap_t *heap) {
+static void abandon(fg_heap_t *heap, uint64_t now) {
+  heap->owned = false;
+  heap->abandoned_at = now;
   heap->next_abandoned = heaps_abandoned;
   heaps_abandoned = heap;
 }
 
-/* Free slots an exiting thread leaves resident for the next one (issue #11): 20,000 threads
- * of 4 pages each, 2 at a time, took a madvise and 4 page faults each when the exit gave all
- * back (sys time 0.66 s, mimalloc 0.34); threads of the lab's storm shape leave 10-16 MiB of
- * free slots each, which kept resident took its RSS from 3 to 28 MiB (glibc 5.7). */
-#define EXIT_KEEP ((uint64_t)1 << 20)
-
-/* Thread exit (pthread key destructor): release every empty page, then abandon the heap.
- * Kept until adoption, the lone pages of short-lived threads added up: 77 MiB for 10,000
- * threads 8 at a time when the CPU was busy (the churn test). Released, segments that
- * empty are purged whole into the shared cache (segment.c); purging each page instead cost
- * 45 madvise calls per thread; now free neighbours share one call.
+/* Thread exit (pthread key destructor): the heap is abandoned as it is, pages, free blocks,
+ * kept pages and free slots still committed, for the next thread to adopt whole in one step
+ * (LIFO: the heap that left last, the warmest). Giving them back at exit cost the lab's
+ * storm (rounds of 2 short threads) 15 madvise calls and 66 page faults per thread, half its
+ * CPU time: the next thread faulted the same pages in again. What the exit gives back is
+ * the big free blocks that stayed free through the whole life of the thread (free at the
+ * previous exit of a thread on this heap too): kept, the storm's rarely used classes held
+ * 2 MiB of such blocks and its RSS passed glibc's (6.2 MB against 5.7). A heap that nobody
+ * adopts within the decay time is collected whole by the purger or a live thread's decay
+ * pass (collect_abandoned_locked), so memory comes back as it would from an idle thread.
  * A later free from this thread (another TLS destructor) goes the remote way; a later
  * malloc adopts a heap again and re-arms this destructor. */
 void _fg_heap_thread_done(void *arg) {
   fg_heap_t *heap = arg;
   if (heap == NULL || heap == &_fg_heap_empty) return;
-  heap->owned = false; /* no lone page is kept for a thread that is gone */
-  /* Not forced: unowned, every empty page and segment is released all the same (an empty
-   * segment given back whole, segment.c). Free slots of segments still in use stay resident
-   * up to EXIT_KEEP, for the next thread that adopts the heap, and go back to the OS after
-   * the decay time if none does; beyond that they go back now. */
-  _fg_heap_collect(heap, false);
-  uint64_t resident = 0, returned = 0;
-  _fg_segment_held(heap, &resident, &returned);
-  if (resident > EXIT_KEEP) _fg_segment_purge_expired(heap, _fg_clock_ms(), true);
   _fg_heap_tls = &_fg_heap_empty;
+  uint8_t was = _fg_returning_for(FG_BY_DECAY);
+  purge_idle_blocks(heap);
+  _fg_returning_end(was);
+  uint64_t now = _fg_clock_ms();
+  /* Its cached large blocks go to the process cache, where any thread finds them (no OS
+   * call), and what it had live in large blocks is now anybody's. */
+  heap->large_live = 0;
+  _fg_large_heap_collect(heap, now, true);
   pthread_mutex_lock(&heaps_lock);
-  abandon(heap);
+  abandon(heap, now);
   pthread_mutex_unlock(&heaps_lock);
+  _fg_purger_wake(); /* it gives the heap back if nobody adopts it */
 }
 
 /* ---- moving pages between queues ----------------------------------------------------------- */
@@ -186,14 +191,21 @@ static void free_delayed(fg_heap_t *heap) {
  * realloc through the classes above 64 KiB left 5 MiB of free blocks resident among 0.8 MiB
  * used). A loop that reuses what it frees does not grow, and loses nothing. */
 #define GROWTH_STEP ((size_t)1 << 20)
-static fg_noinline void grew(fg_heap_t *heap) {
-  _fg_large_trim(heap, heap->grown);
-  heap->grown = 0;
+/* A check of the heap's big free blocks (page.c's _fg_page_purge_idle): those free at the
+ * previous check too give their pages back. Checks come as the heap grows and when a thread
+ * leaves it. */
+static void purge_idle_blocks(fg_heap_t *heap) {
   heap->growth_checks++;
-  uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
     for (fg_page_t *page = heap->queues[c].first; page != NULL; page = page->next)
       _fg_page_purge_idle(page, heap->growth_checks);
+}
+
+static fg_noinline void grew(fg_heap_t *heap) {
+  _fg_large_trim(heap, heap->grown);
+  heap->grown = 0;
+  uint8_t was = _fg_returning_for(FG_BY_GROWTH);
+  purge_idle_blocks(heap);
   _fg_returning_end(was);
 }
 
@@ -297,15 +309,25 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
   _fg_purger_wake(); /* what stays cached expires later, if this thread goes quiet */
 }
 
-/* Abandoned heaps are collected by whoever holds heaps_lock; a decay pass only tries it. */
-static void collect_abandoned_locked(bool force) {
-  for (fg_heap_t *heap = heaps_abandoned; heap != NULL; heap = heap->next_abandoned)
-    _fg_heap_collect(heap, force);
+/* Abandoned heaps are collected by whoever holds heaps_lock; a decay pass only tries it.
+ * One is collected whole (no thread will reuse what it caches) once it stayed abandoned for
+ * the decay time, or when forced; before that it waits for a thread to adopt it. Returns
+ * whether one is left to expire later. */
+static bool collect_abandoned_locked(uint64_t now, bool force) {
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  bool left = false;
+  for (fg_heap_t *heap = heaps_abandoned; heap != NULL; heap = heap->next_abandoned) {
+    if (force || heap->abandoned_at + decay <= now)
+      _fg_heap_collect(heap, true); /* again on later passes: remote frees may empty more pages */
+    else
+      left = true;
+  }
+  return left;
 }
 
 static void collect_abandoned(bool force) {
   pthread_mutex_lock(&heaps_lock);
-  collect_abandoned_locked(force);
+  collect_abandoned_locked(_fg_clock_ms(), force);
   pthread_mutex_unlock(&heaps_lock);
 }
 
@@ -330,7 +352,7 @@ bool _fg_heaps_purge(uint64_t now) {
     left |= _fg_segment_purge_expired(heap, now, false);
     left |= _fg_large_heap_expire(heap, now);
   }
-  collect_abandoned_locked(false);
+  left |= collect_abandoned_locked(now, false);
   left |= _fg_segment_cache_collect(now, false);
   left |= _fg_large_cache_collect(now, false);
   pthread_mutex_unlock(&heaps_lock);
@@ -351,7 +373,7 @@ static void decay_if_due(fg_heap_t *heap) {
   uint8_t was = _fg_returning_for(FG_BY_DECAY);
   _fg_heap_collect(heap, false);
   if (pthread_mutex_trylock(&heaps_lock) == 0) {
-    collect_abandoned_locked(false);
+    collect_abandoned_locked(now, false);
     pthread_mutex_unlock(&heaps_lock);
   }
   _fg_segment_cache_collect(now, false);
@@ -398,10 +420,7 @@ void _fg_heaps_unlock(bool child) {
    * so their memory is collected and reused rather than stranded. */
   fg_heap_t *self = _fg_heap_tls;
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
-    if (heap->owned && heap != self) {
-      heap->owned = false;
-      abandon(heap);
-    }
+    if (heap->owned && heap != self) abandon(heap, _fg_clock_ms());
   }
 }
 
