@@ -65,6 +65,20 @@ fg_heap_t *_fg_heap_init_thread(void) {
   return heap;
 }
 
+/* Set when this thread's exit has begun (its heap abandoned): a free from a later TLS
+ * destructor then takes no heap just to count itself (_fg_heap_counting). */
+static __thread bool exiting __attribute__((tls_model("initial-exec")));
+
+/* A thread that only frees (a consumer) has no heap; with the ledger on it takes one for its
+ * counters. Without one it counted into the shared orphan ledger through the hooks (locate,
+ * atomic adds on lines every such thread writes: 67 instructions a free): the lab's 2-thread
+ * cross-thread 1 KiB cell took 1.66 times its CPU time with the ledger on, 1.05 with a heap. */
+fg_heap_t *_fg_heap_counting(void) {
+  fg_heap_t *heap = _fg_heap();
+  if (heap != &_fg_heap_empty) return heap;
+  return exiting ? NULL : _fg_heap_init_thread();
+}
+
 static void decay_if_due(fg_heap_t *heap);
 static void purge_idle_blocks(fg_heap_t *heap);
 
@@ -91,6 +105,7 @@ void _fg_heap_thread_done(void *arg) {
   fg_heap_t *heap = arg;
   if (heap == NULL || heap == &_fg_heap_empty) return;
   _fg_heap_tls = &_fg_heap_empty;
+  exiting = true;
   uint8_t was = _fg_returning_for(FG_BY_DECAY);
   purge_idle_blocks(heap);
   _fg_returning_end(was);
