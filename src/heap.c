@@ -80,7 +80,6 @@ fg_heap_t *_fg_heap_counting(void) {
 }
 
 static void decay_if_due(fg_heap_t *heap);
-static void purge_idle_blocks(fg_heap_t *heap);
 static void page_release(fg_heap_t *heap, fg_page_t *page);
 static void free_delayed(fg_heap_t *heap);
 
@@ -91,11 +90,11 @@ static void abandon(fg_heap_t *heap, uint64_t now) {
   heaps_abandoned = heap;
 }
 
-/* Empty pages an exiting thread leaves to the next one. The churn test (10,000 threads, 8 at a
- * time, 0.6 MiB each) peaked at 29.7 MiB keeping them all (glibc 25.3, 8.5 releasing all at
- * the cost of 3 times the CPU time); keeping 4 MiB of them, 21.0 MiB at the same CPU time;
- * 1 MiB, 14.4 MiB but 1.45 times the CPU time. The lab's storm kept 5.6 -> 5.4 MB. */
-#define EXIT_KEEP ((size_t)4 << 20)
+/* Empty pages an exiting thread leaves to the next one: the 2 MiB a running thread may keep
+ * (KEPT_MAX, below). The churn test (10,000 threads, 8 at a time, 0.6 MiB each) peaked at
+ * 29.7 MiB keeping them all (glibc 25.3; 8.5 releasing all, at 3 times the CPU time), 17.6
+ * keeping 2 MiB, 25.2 keeping 4; the lab's storm cell, 5.6 -> 4.5 MB (glibc 4.4-5.6). */
+#define EXIT_KEEP ((size_t)2 << 20)
 
 /* Release the empty pages of an unowned heap beyond `keep` carved bytes of them (smaller
  * classes first), gathering other threads' frees first; the slots they free, and the
@@ -125,13 +124,12 @@ static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
  * kept pages and free slots still committed, for the next thread to adopt whole in one step
  * (LIFO: the heap that left last, the warmest). Giving them back at exit cost the lab's
  * storm (rounds of 2 short threads) 15 madvise calls and 66 page faults per thread, half its
- * CPU time: the next thread faulted the same pages in again. What the exit gives back: the
- * big free blocks that stayed free through the whole life of the thread (free at the
- * previous exit of a thread on this heap too; kept, the storm's rarely used classes held
- * 2 MiB of such blocks and its RSS passed glibc's, 6.2 MB against 5.7), and the empty pages
- * beyond EXIT_KEEP. A heap that nobody adopts within the decay time is collected whole by
- * the purger or a live thread's decay pass (collect_abandoned_locked), so memory comes back
- * as it would from an idle thread.
+ * CPU time: the next thread faulted the same pages in again. What the exit gives back is the
+ * empty pages beyond EXIT_KEEP. (Giving back the big free blocks that stayed free through
+ * the thread's whole life too took the storm's RSS 5.6 -> 4.8 MB but its time 85 -> 123 ms:
+ * a madvise with the other thread running costs an IPI.) A heap that nobody adopts within
+ * the decay time is collected whole by the purger or a live thread's decay pass
+ * (collect_abandoned_locked), so memory comes back as it would from an idle thread.
  * A later free from this thread (another TLS destructor) goes the remote way; a later
  * malloc adopts a heap again and re-arms this destructor. */
 void _fg_heap_thread_done(void *arg) {
@@ -141,7 +139,6 @@ void _fg_heap_thread_done(void *arg) {
   exiting = true;
   uint64_t now = _fg_clock_ms();
   uint8_t was = _fg_returning_for(FG_BY_DECAY);
-  purge_idle_blocks(heap);
   heap->owned = false; /* what empties now goes back whole (segment.c) */
   release_empty_beyond(heap, EXIT_KEEP, now);
   _fg_returning_end(was);
@@ -241,21 +238,14 @@ static void free_delayed(fg_heap_t *heap) {
  * realloc through the classes above 64 KiB left 5 MiB of free blocks resident among 0.8 MiB
  * used). A loop that reuses what it frees does not grow, and loses nothing. */
 #define GROWTH_STEP ((size_t)1 << 20)
-/* A check of the heap's big free blocks (page.c's _fg_page_purge_idle): those free at the
- * previous check too give their pages back. Checks come as the heap grows and when a thread
- * leaves it. */
-static void purge_idle_blocks(fg_heap_t *heap) {
-  heap->growth_checks++;
-  for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
-    for (fg_page_t *page = heap->queues[c].first; page != NULL; page = page->next)
-      _fg_page_purge_idle(page, heap->growth_checks);
-}
-
 static fg_noinline void grew(fg_heap_t *heap) {
   _fg_large_trim(heap, heap->grown);
   heap->grown = 0;
+  heap->growth_checks++;
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
-  purge_idle_blocks(heap);
+  for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
+    for (fg_page_t *page = heap->queues[c].first; page != NULL; page = page->next)
+      _fg_page_purge_idle(page, heap->growth_checks);
   _fg_returning_end(was);
 }
 
