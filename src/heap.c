@@ -98,7 +98,11 @@ static void abandon(fg_heap_t *heap, uint64_t now) {
 
 /* Release the empty pages of an unowned heap beyond `keep` carved bytes of them (smaller
  * classes first), gathering other threads' frees first; the slots they free, and the
- * segments that empty, are given back. */
+ * segments that empty, are given back. Pages of the classes above FG_MEDIUM_MAX stay: each
+ * is a segment of its own, given back whole and mapped again by the next thread (bench/
+ * storm.c, blocks up to 255 KB: 10,700 madvise calls of 4 MiB, 3 times the CPU time), and
+ * its carved bytes say little of what is resident (a block's pages are touched where the
+ * program writes). The decay passes give them back. */
 static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
   size_t kept = 0;
   bool released = false;
@@ -106,6 +110,7 @@ static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     for (fg_page_t *page = heap->queues[c].first, *next; page != NULL; page = next) {
       next = page->next;
+      if (page->block_size > FG_MEDIUM_MAX) break; /* a queue holds pages of one class */
       _fg_page_collect(page);
       if (_fg_page_used(page) != 0) continue;
       size_t bytes = (size_t)page->capacity * page->block_size;
