@@ -76,7 +76,8 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   if (_fg_secure_alone()) _fg_secure_freeing(page, b, p);
   if (count) { /* into this thread's ledger: a plain block inline, anything else by the hook */
     fg_heap_t *me = _fg_heap();
-    if (me != &_fg_heap_empty && page->requested != NULL && (void *)b == p)
+    if (fg_unlikely(me == &_fg_heap_empty)) me = _fg_heap_counting(); /* a thread that only frees */
+    if (me != NULL && page->requested != NULL && (void *)b == p)
       _fg_ledger_count_free(&me->ledger, page, _fg_block_index(page, (size_t)((uint8_t *)b - page->start)));
     else
       _fg_ledger_free(p);

@@ -53,51 +53,108 @@ fg_heap_t *_fg_heap_init_thread(void) {
   if (heap != NULL) heap->owned = true;
   pthread_mutex_unlock(&heaps_lock);
   if (heap == NULL) return NULL;
-  heap->decay_at = _fg_clock_ms() + (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  /* An adopted heap keeps its decay schedule: a chain of short threads passing one heap on
+   * then decays it like one long-lived thread would (a new clock on every adoption would
+   * postpone its passes for ever). */
+  if (heap->decay_at == 0) heap->decay_at = _fg_clock_ms() + (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   _fg_heap_tls = heap;
   pthread_setspecific(heap_key, heap);
   return heap;
 }
 
-static void decay_if_due(fg_heap_t *heap);
+/* Set when this thread's exit has begun (its heap abandoned): a free from a later TLS
+ * destructor then takes no heap just to count itself (_fg_heap_counting). */
+static __thread bool exiting __attribute__((tls_model("initial-exec")));
 
-/* An exited thread's heap keeps all its pages until a new thread adopts it whole; meanwhile the
- * live threads' decay passes (and fg_collect) collect it, so nothing is lost on thread churn
- * and other threads' frees into it are never stranded. */
-static void abandon(fg_heap_t *heap) {
+/* A thread that only frees (a consumer) has no heap; with the ledger on it takes one for its
+ * counters. Without one it counted into the shared orphan ledger through the hooks (locate,
+ * atomic adds on lines every such thread writes: 67 instructions a free): the lab's 2-thread
+ * cross-thread 1 KiB cell took 1.66 times its CPU time with the ledger on, 1.05 with a heap. */
+fg_heap_t *_fg_heap_counting(void) {
+  fg_heap_t *heap = _fg_heap();
+  if (heap != &_fg_heap_empty) return heap;
+  return exiting ? NULL : _fg_heap_init_thread();
+}
+
+static void decay_if_due(fg_heap_t *heap);
+static void page_release(fg_heap_t *heap, fg_page_t *page);
+static void free_delayed(fg_heap_t *heap);
+
+/* An exited thread's heap is left whole for the next thread to adopt in one step; meanwhile
+ * other threads' frees into it still land, and a heap nobody adopts within the decay time is
+ * collected whole (the purger, or a live thread's decay pass). */
+static void abandon(fg_heap_t *heap, uint64_t now) {
+  heap->owned = false;
+  heap->abandoned_at = now;
   heap->next_abandoned = heaps_abandoned;
   heaps_abandoned = heap;
 }
 
-/* Free slots an exiting thread leaves resident for the next one (issue #11): 20,000 threads
- * of 4 pages each, 2 at a time, took a madvise and 4 page faults each when the exit gave all
- * back (sys time 0.66 s, mimalloc 0.34); threads of the lab's storm shape leave 10-16 MiB of
- * free slots each, which kept resident took its RSS from 3 to 28 MiB (glibc 5.7). */
-#define EXIT_KEEP ((uint64_t)1 << 20)
+/* Empty pages an exiting thread leaves to the next one: the 2 MiB a running thread may keep
+ * (KEPT_MAX, below). The churn test (10,000 threads, 8 at a time, 0.6 MiB each) peaked at
+ * 29.7 MiB keeping them all (glibc 25.3; 8.5 releasing all, at 3 times the CPU time), 17.6
+ * keeping 2 MiB, 25.2 keeping 4; the lab's storm cell, 5.6 -> 4.5 MB (glibc 4.4-5.6). */
+#define EXIT_KEEP ((size_t)2 << 20)
 
-/* Thread exit (pthread key destructor): release every empty page, then abandon the heap.
- * Kept until adoption, the lone pages of short-lived threads added up: 77 MiB for 10,000
- * threads 8 at a time when the CPU was busy (the churn test). Released, segments that
- * empty are purged whole into the shared cache (segment.c); purging each page instead cost
- * 45 madvise calls per thread; now free neighbours share one call.
+/* Release the empty pages of an unowned heap beyond `keep` carved bytes of them (smaller
+ * classes first), gathering other threads' frees first; the slots they free, and the
+ * segments that empty, are given back. Pages of the classes above FG_MEDIUM_MAX stay: each
+ * is a segment of its own, given back whole and mapped again by the next thread (bench/
+ * storm.c, blocks up to 255 KB: 10,700 madvise calls of 4 MiB, 3 times the CPU time), and
+ * its carved bytes say little of what is resident (a block's pages are touched where the
+ * program writes). The decay passes give them back. */
+static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
+  size_t kept = 0;
+  bool released = false;
+  free_delayed(heap);
+  for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
+    for (fg_page_t *page = heap->queues[c].first, *next; page != NULL; page = next) {
+      next = page->next;
+      if (page->block_size > FG_MEDIUM_MAX) break; /* a queue holds pages of one class */
+      _fg_page_collect(page);
+      if (_fg_page_used(page) != 0) continue;
+      size_t bytes = (size_t)page->capacity * page->block_size;
+      if (kept + bytes <= keep) {
+        kept += bytes;
+      } else {
+        page_release(heap, page);
+        released = true;
+      }
+    }
+  }
+  if (released) _fg_segment_purge_expired(heap, now, true);
+}
+
+/* Thread exit (pthread key destructor): the heap is abandoned as it is, pages, free blocks,
+ * kept pages and free slots still committed, for the next thread to adopt whole in one step
+ * (LIFO: the heap that left last, the warmest). Giving them back at exit cost the lab's
+ * storm (rounds of 2 short threads) 15 madvise calls and 66 page faults per thread, half its
+ * CPU time: the next thread faulted the same pages in again. What the exit gives back is the
+ * empty pages beyond EXIT_KEEP. (Giving back the big free blocks that stayed free through
+ * the thread's whole life too took the storm's RSS 5.6 -> 4.8 MB but its time 85 -> 123 ms:
+ * a madvise with the other thread running costs an IPI.) A heap that nobody adopts within
+ * the decay time is collected whole by the purger or a live thread's decay pass
+ * (collect_abandoned_locked), so memory comes back as it would from an idle thread.
  * A later free from this thread (another TLS destructor) goes the remote way; a later
  * malloc adopts a heap again and re-arms this destructor. */
 void _fg_heap_thread_done(void *arg) {
   fg_heap_t *heap = arg;
   if (heap == NULL || heap == &_fg_heap_empty) return;
-  heap->owned = false; /* no lone page is kept for a thread that is gone */
-  /* Not forced: unowned, every empty page and segment is released all the same (an empty
-   * segment given back whole, segment.c). Free slots of segments still in use stay resident
-   * up to EXIT_KEEP, for the next thread that adopts the heap, and go back to the OS after
-   * the decay time if none does; beyond that they go back now. */
-  _fg_heap_collect(heap, false);
-  uint64_t resident = 0, returned = 0;
-  _fg_segment_held(heap, &resident, &returned);
-  if (resident > EXIT_KEEP) _fg_segment_purge_expired(heap, _fg_clock_ms(), true);
   _fg_heap_tls = &_fg_heap_empty;
+  exiting = true;
+  uint64_t now = _fg_clock_ms();
+  uint8_t was = _fg_returning_for(FG_BY_DECAY);
+  heap->owned = false; /* what empties now goes back whole (segment.c) */
+  release_empty_beyond(heap, EXIT_KEEP, now);
+  _fg_returning_end(was);
+  /* Its cached large blocks go to the process cache, where any thread finds them (no OS
+   * call), and what it had live in large blocks is now anybody's. */
+  heap->large_live = 0;
+  _fg_large_heap_collect(heap, now, true);
   pthread_mutex_lock(&heaps_lock);
-  abandon(heap);
+  abandon(heap, now);
   pthread_mutex_unlock(&heaps_lock);
+  _fg_purger_wake(); /* it gives the heap back if nobody adopts it */
 }
 
 /* ---- moving pages between queues ----------------------------------------------------------- */
@@ -297,15 +354,25 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
   _fg_purger_wake(); /* what stays cached expires later, if this thread goes quiet */
 }
 
-/* Abandoned heaps are collected by whoever holds heaps_lock; a decay pass only tries it. */
-static void collect_abandoned_locked(bool force) {
-  for (fg_heap_t *heap = heaps_abandoned; heap != NULL; heap = heap->next_abandoned)
-    _fg_heap_collect(heap, force);
+/* Abandoned heaps are collected by whoever holds heaps_lock; a decay pass only tries it.
+ * One is collected whole (no thread will reuse what it caches) once it stayed abandoned for
+ * the decay time, or when forced; before that it waits for a thread to adopt it. Returns
+ * whether one is left to expire later. */
+static bool collect_abandoned_locked(uint64_t now, bool force) {
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  bool left = false;
+  for (fg_heap_t *heap = heaps_abandoned; heap != NULL; heap = heap->next_abandoned) {
+    if (force || heap->abandoned_at + decay <= now)
+      _fg_heap_collect(heap, true); /* again on later passes: remote frees may empty more pages */
+    else
+      left = true;
+  }
+  return left;
 }
 
 static void collect_abandoned(bool force) {
   pthread_mutex_lock(&heaps_lock);
-  collect_abandoned_locked(force);
+  collect_abandoned_locked(_fg_clock_ms(), force);
   pthread_mutex_unlock(&heaps_lock);
 }
 
@@ -330,7 +397,7 @@ bool _fg_heaps_purge(uint64_t now) {
     left |= _fg_segment_purge_expired(heap, now, false);
     left |= _fg_large_heap_expire(heap, now);
   }
-  collect_abandoned_locked(false);
+  left |= collect_abandoned_locked(now, false);
   left |= _fg_segment_cache_collect(now, false);
   left |= _fg_large_cache_collect(now, false);
   pthread_mutex_unlock(&heaps_lock);
@@ -345,18 +412,23 @@ void _fg_heap_tick(fg_heap_t *heap) {
   if ((++heap->ticks & 15) == 0) decay_if_due(heap);
 }
 
-static void decay_if_due(fg_heap_t *heap) {
-  uint64_t now = _fg_clock_ms();
-  if (now < heap->decay_at) return;
+/* The pass itself, out of line: inlined, its register saves ran on every look at the clock
+ * (decay_if_due, every 16th lone-page free: +5 instructions a look). */
+static fg_noinline void decay_pass(fg_heap_t *heap, uint64_t now) {
   uint8_t was = _fg_returning_for(FG_BY_DECAY);
   _fg_heap_collect(heap, false);
   if (pthread_mutex_trylock(&heaps_lock) == 0) {
-    collect_abandoned_locked(false);
+    collect_abandoned_locked(now, false);
     pthread_mutex_unlock(&heaps_lock);
   }
   _fg_segment_cache_collect(now, false);
   _fg_large_cache_collect(now, false);
   _fg_returning_end(was);
+}
+
+static void decay_if_due(fg_heap_t *heap) {
+  uint64_t now = _fg_clock_ms();
+  if (now >= heap->decay_at) decay_pass(heap, now);
 }
 
 /* The ledger merges every heap, live or abandoned. */
@@ -398,10 +470,7 @@ void _fg_heaps_unlock(bool child) {
    * so their memory is collected and reused rather than stranded. */
   fg_heap_t *self = _fg_heap_tls;
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
-    if (heap->owned && heap != self) {
-      heap->owned = false;
-      abandon(heap);
-    }
+    if (heap->owned && heap != self) abandon(heap, _fg_clock_ms());
   }
 }
 

@@ -202,6 +202,7 @@ typedef struct fg_heap_s {
   uint32_t ticks;                       /* slow-path events since the last clock read */
   _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
   _Atomic(bool) owned;                  /* a live thread uses it */
+  uint64_t abandoned_at;                /* ms: when its thread exited (heap.c) */
   /* Guards what the purger thread (purger.c) may give back behind the owner's back: the
    * heap's segment lists and free page slots, and its large cache. */
   fg_lock_t lock;

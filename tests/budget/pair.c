@@ -14,7 +14,7 @@
  *   usable N SIZE  N malloc_usable_size calls on one live block;
  *   thread N SIZE  N threads started and joined one after another, each allocating and
  *                  freeing 4 blocks of SIZE: a thread's first malloc (its heap and first
- *                  page) and its exit (pages released, heap abandoned), pthread's own work
+ *                  page, or its adopted heap) and its exit (heap abandoned), pthread's own work
  *                  included (glibc's malloc: about 4,300 instructions a thread).
  * free_sized and the C++ operators are looked up at run time: glibc 2.36 has no free_sized,
  * and this program is C so that it loads no C++ runtime. */
