@@ -19,14 +19,23 @@ static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) { ret
 /* The page's key is 0 (no secure mode: see _fg_link_plain). */
 static inline bool looks_freed_plain(const fg_block_t *b) { return link_looks_freed(b, b->next); }
 
+/* p is no block of its page. If the page was taken over from another class (heap.c's
+ * page_take_empty) and p is a block start of that class, p was freed before: a double free. */
+static fg_noinline fg_cold void misplaced(const fg_page_t *page, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - page->start);
+  if (page->prev_class != 0 && (const uint8_t *)p >= page->start && off % _fg_class_size(page->prev_class - 1u) == 0)
+    _fg_misuse("double free", p);
+  _fg_misuse("invalid pointer", p);
+}
+
 /* The start of the block p is in, or abort: p must be a block start (or an aligned pointer
  * inside a block of a page that hands those out) and the block must not be free. */
 static fg_noinline fg_block_t *block_checked_slow(fg_page_t *page, const void *p) {
   size_t off = (size_t)((const uint8_t *)p - page->start);
   size_t idx = off / page->block_size;
-  if ((const uint8_t *)p < page->start || idx >= page->capacity) _fg_misuse("invalid pointer", p);
+  if ((const uint8_t *)p < page->start || idx >= page->capacity) misplaced(page, p);
   fg_block_t *b = (fg_block_t *)(page->start + idx * page->block_size);
-  if ((const void *)b != p && !page->has_aligned) _fg_misuse("invalid pointer", p);
+  if ((const void *)b != p && !page->has_aligned) misplaced(page, p);
   if (looks_freed(page, b) && _fg_page_holds_free(page, b)) _fg_misuse("double free", p);
   return b;
 }
@@ -119,6 +128,7 @@ static fg_noinline void page_unflag(fg_page_t *page) {
 static fg_noinline void page_freed_into(fg_page_t *page, const fg_block_t *b, bool count) {
   uint32_t used = page->used;
   if (used == 0) {
+    page->heap->maybe_empty = FG_MAYBE_EMPTY_ALL; /* a store: this is a malloc/free loop's path */
     if (page->next != page->prev || (++page->heap->ticks & 15) == 0) _fg_heap_page_retire(page);
     return;
   }

@@ -95,6 +95,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
   page->purged = 0;
   page->has_aligned = 0;
+  page->prev_class = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   /* page->heap was set when the slot was taken, under the heap's lock: the purger reads it. */

@@ -147,6 +147,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
   uint8_t kept;           /* empty, kept in its queue (behind its class's first page) for reuse */
+  uint8_t prev_class;     /* taken over from another class (heap.c): that class + 1, else 0 */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 
@@ -184,6 +185,8 @@ typedef struct fg_large_cache_s {
   size_t bytes; /* mapped bytes cached */
 } fg_large_cache_t;
 
+#define FG_MAYBE_EMPTY_ALL ((uint8_t)((1u << FG_SEG_KINDS) - 1))
+
 typedef struct fg_page_queue_s {
   fg_page_t *first, *last;
 } fg_page_queue_t;
@@ -214,6 +217,7 @@ typedef struct fg_heap_s {
   size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
   uint64_t growth_checks; /* how many such checks */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
+  uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
   struct fg_heap_s *next_abandoned, *next_all;
   fg_ledger_t ledger;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */

@@ -181,7 +181,7 @@ def test_advice_and_rates_on_a_synthetic_ledger() -> None:
         "advice": {"p50_size": 104, "p90_size": 200, "p99_size": 4096, "waste_classes": [12], "churn_classes": [12]},
         "classes": [{"class": 12, "block_size": 104, "large": False, "allocations": 100, "frees": 60,
                      "bytes_requested": 10000, "bytes_handed_out": 10400}],
-        "counters": {"slow_allocs": 5, "pages_new": 1, "pages_released": 0, "large_cache_hits": 3,
+        "counters": {"slow_allocs": 5, "pages_new": 1, "pages_released": 0, "pages_reused": 0, "large_cache_hits": 3,
                      "large_cache_misses": 1, "large_cache_evictions": 0, "large_cache_decays": 0,
                      "segment_cache_hits": 0, "segment_cache_misses": 0, "segment_cache_evictions": 0,
                      "segment_cache_decays": 0},

@@ -1,0 +1,96 @@
+/* pages.c — an empty page serves every class of its kind (issue 10, item 3): a class that
+ * needs a page takes one another class emptied, whose memory is committed already, before it
+ * commits more. For each kind of page (small, medium, the single pages of the biggest
+ * classes): fill pages with blocks of one class, free them all, then allocate as many bytes
+ * in the next class up. The second set must take the first set's pages over (the ledger's
+ * pages_reused), commit almost nothing (fresh_bytes, RSS), hand out blocks of its own class,
+ * keep their contents apart, and leave the first class working afterwards.
+ * FRUGAL_DECAY_MS is set high by CMake so no decay pass releases the empty pages meanwhile. */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "frugal-stats.h"
+#include "frugal.h"
+#include "testutil.h"
+
+#define KIB ((size_t)1 << 10)
+#define MAX_BLOCKS 4096
+
+static void *blocks[MAX_BLOCKS];
+
+static fg_stats_t stats(void) {
+  fg_stats_t st;
+  fg_stats_get(&st);
+  return st;
+}
+
+/* Blocks of `size` adding up to `total` bytes, each filled with its own byte. */
+static size_t fill(size_t size, size_t total, int tag) {
+  size_t n = total / size;
+  if (n > MAX_BLOCKS) n = MAX_BLOCKS;
+  for (size_t i = 0; i < n; i++) {
+    blocks[i] = malloc(size);
+    if (blocks[i] != NULL) memset(blocks[i], (int)((i + (size_t)tag) & 0xff), size);
+  }
+  return n;
+}
+
+static bool intact(size_t n, size_t size, int tag) {
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char *p = blocks[i];
+    if (p == NULL || p[0] != ((i + (size_t)tag) & 0xff) || p[size - 1] != ((i + (size_t)tag) & 0xff)) return false;
+  }
+  return true;
+}
+
+static void drop(size_t n) {
+  for (size_t i = 0; i < n; i++) free(blocks[i]);
+}
+
+/* `a`-byte blocks worth `total` bytes, freed, then `b`-byte blocks (the next class up). */
+static void kind(const char *name, size_t a, size_t b, size_t total) {
+  size_t na = fill(a, total, 1);
+  drop(na);
+  size_t class_a = malloc_usable_size(blocks[0] = malloc(a));
+  free(blocks[0]);
+  fg_stats_t before = stats();
+  size_t rss0 = tu_rss();
+  size_t nb = fill(b, total, 7);
+  size_t grew = tu_rss() - rss0;
+  fg_stats_t after = stats();
+  size_t usable_b = malloc_usable_size(blocks[0]);
+  check_note("%s: %zu x %zu B freed, then %zu x %zu B: %llu pages taken over, %llu fresh bytes, RSS +%zu KiB",
+             name, na, a, nb, b, (unsigned long long)(after.pages_reused - before.pages_reused),
+             (unsigned long long)(after.fresh_bytes - before.fresh_bytes), grew / KIB);
+  CHECKF(after.pages_reused > before.pages_reused, "%s: the next class takes over the emptied pages", name);
+  /* Both sets use the same pages: what the second commits is its blocks' extra bytes at most
+   * (and the pages' tails), not a second copy. */
+  size_t extra = total / 4 + 256 * KIB;
+  CHECKF(after.fresh_bytes - before.fresh_bytes <= extra, "%s: the second set commits at most %zu KiB (%llu)", name,
+         extra / KIB, (unsigned long long)(after.fresh_bytes - before.fresh_bytes));
+  CHECKF(grew <= extra, "%s: RSS grows by at most %zu KiB (%zu)", name, extra / KIB, grew / KIB);
+  CHECKF(usable_b >= b && usable_b < class_a * 2 && usable_b > class_a, "%s: blocks of their own class (%zu > %zu)",
+         name, usable_b, class_a);
+  CHECKF(intact(nb, b, 7), "%s: every block of the second set keeps its own bytes", name);
+  /* The first class works again, with blocks of its own size, apart from the second set. */
+  void *again[8];
+  bool ok = true;
+  for (int i = 0; i < 8; i++) {
+    again[i] = malloc(a);
+    ok &= again[i] != NULL && malloc_usable_size(again[i]) == class_a;
+    if (again[i] != NULL) memset(again[i], 0xee, a);
+  }
+  CHECKF(ok && intact(nb, b, 7), "%s: the first class still hands out its own blocks", name);
+  for (int i = 0; i < 8; i++) free(again[i]);
+  drop(nb);
+}
+
+int main(void) {
+  kind("small", 1000, 1100, 2048 * KIB);      /* 64 KiB pages */
+  kind("medium", 20 * KIB, 23 * KIB, 4096 * KIB); /* 512 KiB pages */
+  kind("single", 100 * KIB, 115 * KIB, 3072 * KIB); /* one page a segment */
+  return check_finish("pages");
+}
