@@ -263,7 +263,7 @@ static inline size_t _fg_class_of(size_t size) {
   size_t c = FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
   if (k < FG_CLASS_PLUS_FIRST) return c;
   if (k > FG_CLASS_PLUS_LAST) return c + FG_CLASS_PLUS_COUNT;
-  return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + 16);
+  return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + FG_PLUS(k));
 }
 size_t _fg_class_size(size_t class_idx);
 fg_segment_kind_t _fg_class_kind(size_t class_idx);

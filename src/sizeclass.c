@@ -8,7 +8,7 @@ size_t _fg_class_size(size_t c) {
   size_t i = c - FG_CLASS_LINEAR;
   for (size_t k = 7;; k++) { /* the doubling (2^k, 2^(k+1)]: its extra class first, if it has one */
     size_t plus = k >= FG_CLASS_PLUS_FIRST && k <= FG_CLASS_PLUS_LAST;
-    if (i < plus) return ((size_t)1 << k) + 16;
+    if (i < plus) return ((size_t)1 << k) + FG_PLUS(k);
     i -= plus;
     if (i < 8) return ((size_t)1 << k) + (i + 1) * ((size_t)1 << (k - 3));
     i -= 8;

@@ -61,13 +61,16 @@ typedef struct fg_ledger_s {
 
 /* Size classes: 8-byte steps up to 128 B, then 8 classes per doubling up to FG_CLASS_MAX.
  * The step is 1/8 of the lower bound of its doubling, so waste is <= 12.5 % above 128 B.
- * Doublings (2^k, 2^(k+1)] from 256 B to 8 KiB begin with one more class, 2^k + 16, for
- * requests of a power of two plus a small header (sqlite asks for 4096 + 8 and 1024 + 8: 12 %
- * waste in the next regular class). */
+ * Doublings (2^k, 2^(k+1)] from 256 B to 8 KiB begin with one more class, 2^k + FG_PLUS(k),
+ * for requests of a power of two plus a header (sqlite asks for 4096 + 8 and 1024 + 8: 12 %
+ * waste in the next regular class). Each is as big as it can be while as many of its blocks
+ * fit a page as of 2^k + 16: 2112, 4368 and 8320 B rather than 2064, 4112 and 8208 (sqlite's
+ * page cache asks for 4096 + 272, 15 to a 64 KiB page rather than 14 of 4608). */
 #define FG_CLASS_LINEAR 16 /* 8, 16, ..., 128 */
 #define FG_CLASS_PLUS_FIRST 8
 #define FG_CLASS_PLUS_LAST 13
 #define FG_CLASS_PLUS_COUNT (FG_CLASS_PLUS_LAST - FG_CLASS_PLUS_FIRST + 1)
+#define FG_PLUS(k) ((k) == 11 ? 64 : (k) == 12 ? 272 : (k) == 13 ? 128 : 16)
 #define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7) + FG_CLASS_PLUS_COUNT)
 _Static_assert(FG_STATS_CLASSES == FG_CLASS_COUNT + 1, "the ledger has a row per class and one for large blocks");
 /* Sizes up to FG_DIRECT_MAX are looked up by words in the heap's direct table. */

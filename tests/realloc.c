@@ -20,7 +20,8 @@ static size_t class_sizes(size_t *out) {
   for (size_t s = 0; s <= 128; s += 8)
     out[n++] = s;
   for (size_t base = 128; base < MAX_MATRIX; base *= 2) {
-    if (base >= 256 && base <= 8192) out[n++] = base + 16; /* the class right above 2^k */
+    if (base >= 256 && base <= 8192) /* the class right above 2^k (types.h's FG_PLUS) */
+      out[n++] = base + (base == 2048 ? 64 : base == 4096 ? 272 : base == 8192 ? 128 : 16);
     for (size_t j = 1; j <= 8; j++)
       out[n++] = base + j * (base / 8);
   }

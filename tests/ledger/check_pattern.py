@@ -41,7 +41,7 @@ BLOCKS: dict[str, tuple[int, int] | None] = {
     "malloc(50)": (56, 56),  # the block realloc(malloc(50), 300) moves out of
     "realloc(malloc(50), 300)": (320, 320),
     "aligned_alloc(64, 72)": (128, 128),  # 72 rounded up to 64: the 128 B class
-    "aligned_alloc(4096, 200)": (4608, 4608),  # 200 + 4088 = 4288 (4289)
+    "aligned_alloc(4096, 200)": (4368, 4368),  # 200 + 4088 = 4288 (4289): 4096 + 272
     "posix_memalign(256, 40)": (288, 320),  # 40 + 248 = 288 (289)
     "memalign(128, 24)": (144, 160),  # 24 + 120 = 144 (145)
     f"malloc({MiB})": None,
@@ -86,6 +86,10 @@ def check_that(what: str, ok: bool, got: object) -> None:
     print(f"ok   {what}: {got}")
 
 
+# The extra class's bytes above 2^k (types.h's FG_PLUS): 16, more where as many blocks still fit a page.
+PLUS = {11: 64, 12: 272, 13: 128}
+
+
 def bucket_of(size: int) -> tuple[int, int, int]:
     """Index, lo and hi of a request's histogram bucket, as the schema defines them: size 0
     alone, then 8-byte steps to 128 B, then 8 buckets per doubling, the doublings from 256 B
@@ -98,13 +102,14 @@ def bucket_of(size: int) -> tuple[int, int, int]:
     k = (size - 1).bit_length() - 1  # 2^k < size <= 2^(k+1)
     plus_below = min(max(k - 8, 0), 6)  # doublings below k that have the extra bucket
     i = 17 + (k - 7) * 8 + plus_below
+    plus = PLUS.get(k, 16)
     if 8 <= k <= 13:
-        if size <= (1 << k) + 16:
-            return i, (1 << k) + 1, (1 << k) + 16
+        if size <= (1 << k) + plus:
+            return i, (1 << k) + 1, (1 << k) + plus
         i += 1
     step = 1 << (k - 3)
     lo = (size - 1) // step * step + 1
-    return i + (lo - (1 << k) - 1) // step, max(lo, (1 << k) + 17 if 8 <= k <= 13 else lo), lo + step - 1
+    return i + (lo - (1 << k) - 1) // step, max(lo, (1 << k) + plus + 1 if 8 <= k <= 13 else lo), lo + step - 1
 
 
 Rows = dict[str, dict[str, "int | Between"]]
