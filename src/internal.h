@@ -266,7 +266,11 @@ static inline size_t _fg_class_of(size_t size) {
   return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + FG_PLUS(k));
 }
 size_t _fg_class_size(size_t class_idx);
-fg_segment_kind_t _fg_class_kind(size_t class_idx);
+/* The classes of a kind are contiguous (classes grow with their index); the bounds fold to
+ * constants. */
+static inline fg_segment_kind_t _fg_class_kind(size_t c) {
+  return c <= _fg_class_of(FG_SMALL_MAX) ? FG_SEG_SMALL : c <= _fg_class_of(FG_MEDIUM_MAX) ? FG_SEG_MEDIUM : FG_SEG_SINGLE;
+}
 
 /* ---- heap.c: thread heaps ------------------------------------------------------------------ */
 extern fg_heap_t _fg_heap_empty;

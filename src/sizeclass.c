@@ -14,10 +14,3 @@ size_t _fg_class_size(size_t c) {
     i -= 8;
   }
 }
-
-fg_segment_kind_t _fg_class_kind(size_t c) {
-  size_t size = _fg_class_size(c);
-  if (size <= FG_SMALL_MAX) return FG_SEG_SMALL;
-  if (size <= FG_MEDIUM_MAX) return FG_SEG_MEDIUM;
-  return FG_SEG_SINGLE;
-}

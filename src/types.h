@@ -70,7 +70,9 @@ typedef struct fg_ledger_s {
 #define FG_CLASS_PLUS_FIRST 8
 #define FG_CLASS_PLUS_LAST 13
 #define FG_CLASS_PLUS_COUNT (FG_CLASS_PLUS_LAST - FG_CLASS_PLUS_FIRST + 1)
-#define FG_PLUS(k) ((k) == 11 ? 64 : (k) == 12 ? 272 : (k) == 13 ? 128 : 16)
+/* The extra class of doubling k is 2^k + FG_PLUS(k) bytes (a table: one load in malloc). */
+static const uint16_t fg_plus[FG_CLASS_PLUS_COUNT] = {16, 16, 16, 64, 272, 128};
+#define FG_PLUS(k) ((size_t)fg_plus[(k) - FG_CLASS_PLUS_FIRST])
 #define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7) + FG_CLASS_PLUS_COUNT)
 _Static_assert(FG_STATS_CLASSES == FG_CLASS_COUNT + 1, "the ledger has a row per class and one for large blocks");
 /* Sizes up to FG_DIRECT_MAX are looked up by words in the heap's direct table. */
