@@ -80,10 +80,15 @@ static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
 }
 
 /* The ledger counts this page: count the block inline. Out of line, so that fg_malloc keeps
- * its registers when the ledger is off. (malloc(0) never comes here, see page.c's
- * set_direct: its histogram bucket is not its class's.) */
+ * its registers when the ledger is off; calling nothing but the sampler's tail, so that it
+ * needs no frame. (malloc(0) never comes here, see page.c's set_direct: its histogram
+ * bucket is not its class's.) */
+static fg_noinline void *malloc_counted_due(void *b) {
+  _fg_ledger_sample();
+  return b;
+}
 static fg_noinline void *malloc_counted(void *b, size_t size, fg_heap_t *heap, fg_page_t *page) {
-  _fg_ledger_count_alloc(&heap->ledger, page, b, size);
+  if (fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size))) return malloc_counted_due(b);
   return b;
 }
 
