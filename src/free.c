@@ -8,12 +8,12 @@
 
 /* A freed block's first word is a link (see _fg_link): its block lies in the freed block's
  * own segment and it carries the tag in its low bits. x below has bits 0-2 and 22-63 clear
- * exactly then; rotated right by 3 they are its top 45 bits. A fresh block has its first
+ * exactly then: one test against a mask that is a sign-extended 32-bit immediate on x86-64
+ * (0xffc00007), one instruction fewer than a rotate and a shift. A fresh block has its first
  * word zeroed (see page_pop). */
+#define FG_LINK_FREED_MASK (~(uintptr_t)FG_SEGMENT_MASK | 7)
 static inline bool link_looks_freed(const fg_block_t *b, uintptr_t link) {
-  uintptr_t x = link ^ _fg_link_plain(b);
-  x = (x >> 3) | (x << 61);
-  return fg_unlikely((x >> (FG_SEGMENT_SHIFT - 3)) == 0);
+  return fg_unlikely(((link ^ _fg_link_plain(b)) & FG_LINK_FREED_MASK) == 0);
 }
 static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) { return link_looks_freed(b, b->next ^ page->key); }
 /* The page's key is 0 (no secure mode: see _fg_link_plain). */
