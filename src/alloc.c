@@ -129,26 +129,6 @@ fg_export void *fg_malloc(size_t size) {
   return malloc_fast(heap, size, NULL);
 }
 
-/* malloc with the inline ledger on (override.c's entry, set by init.c): fg_malloc with the
- * counting in line, where the block, its page and the heap are still in registers; fg_malloc
- * itself would call out for it (the ledger flag's test, the arguments moved, a call: 7
- * instructions more a malloc), as it must keep its registers for the ledger off. */
-void *_fg_malloc_counting(size_t size) {
-  fg_heap_t *heap = _fg_heap();
-  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, NULL);
-  if (fg_likely(size <= FG_DIRECT_MAX)) {
-    fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(!_fg_link_nil_plain(page->free))) {
-      void *b = page_pop_plain(page);
-      if (fg_likely(page_counted(page)) && fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size)))
-        return malloc_counted_due(b);
-      return b;
-    }
-    return malloc_small_miss(size, heap);
-  }
-  return malloc_big(size, heap);
-}
-
 void *_fg_malloc_new(size_t size, void *(*failed)(size_t)) {
   fg_heap_t *heap = _fg_heap();
   if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, failed);

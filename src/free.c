@@ -170,21 +170,6 @@ static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool p
       page_freed_into(page);
   }
 }
-/* The same for free with the inline ledger on (_fg_free_counting): the counting in line
- * rather than behind the used word's sign, which the ledger's flag keeps set. */
-static inline void push_counting(fg_page_t *page, fg_block_t *b) {
-  b->next = page->free;
-  page->free = _fg_link_plain(b);
-  uint32_t used = --page->used;
-  if (fg_likely(used & FG_USED_LEDGER)) {
-    _fg_ledger_count_free(page->heap, page, _fg_block_index(page, (size_t)((const uint8_t *)b - page->start)));
-    /* In use and not full: with SLOW shifted out, FULL is the sign and LEDGER the next bit. */
-    if (fg_likely((int32_t)(used << 1) > (int32_t)(FG_USED_LEDGER << 1))) return;
-    page_unflag(page);
-    return;
-  }
-  if (fg_unlikely((int32_t)used <= 0)) page_freed_into(page); /* a page the ledger does not count */
-}
 /* fg_free's own: a page of key 0 (no secure mode), the ledger (if on) counting it inline. */
 static inline void push_own_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, true, true); }
 /* Through the hooks, which counted it already; any key (secure mode's pages have one). Secure
@@ -202,7 +187,6 @@ static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count)
 }
 
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
-static inline void free_ours_as(void *p, unsigned page_shift, bool sized, size_t size, bool user, bool counting);
 
 /* A sized free whose size does not fit its page's block size: a large block (its segment's
  * lone page has block size 0), an aligned interior pointer (never size-checked: its size is
@@ -225,10 +209,6 @@ static fg_noinline void free_sized_slow(void *p, size_t size, bool user) {
  * page shift). `user`: from fg_free itself, which counts the ledger inline (the other ways
  * in have counted already) and never sees secure mode's pages (their keys are not 0). */
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user) {
-  free_ours_as(p, page_shift, sized, size, user, false);
-}
-/* `counting`: from _fg_free_counting (user too), which counts the ledger in line. */
-static inline void free_ours_as(void *p, unsigned page_shift, bool sized, size_t size, bool user, bool counting) {
   fg_segment_t *s = _fg_segment_of(p);
   fg_page_t *page = _fg_page_at(s, p, page_shift);
   /* The size first, by any thread: from here on the frees are unsized. */
@@ -245,9 +225,7 @@ static inline void free_ours_as(void *p, unsigned page_shift, bool sized, size_t
     free_local_checked(page, p, user);
     return;
   }
-  if (counting)
-    push_counting(page, p);
-  else if (user)
+  if (user)
     push_own_free(page, p);
   else
     push_hooked_free(page, p, p);
@@ -283,16 +261,6 @@ static inline void free_impl(void *p, bool sized, size_t size) {
 }
 
 fg_export void fg_free(void *p) { free_impl(p, false, 0); }
-
-/* free with the inline ledger on (override.c's entry, set by init.c): see push_counting. */
-void _fg_free_counting(void *p) {
-  uint8_t v = _fg_segmap_byte(p);
-  if (fg_unlikely((int8_t)v <= 0)) {
-    free_unusual(p, 0, false);
-    return;
-  }
-  free_ours_as(p, v, false, 0, true, true);
-}
 
 fg_export void fg_free_sized(void *p, size_t size) { free_impl(p, true, size); }
 

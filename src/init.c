@@ -107,10 +107,6 @@ void _fg_process_init(void) {
   _fg_secret = _fg_os_random() | 1;
   _fg_options_init();
   _fg_mode = mode_from_options();
-  if (_fg_ledger_fast()) {
-    _fg_malloc_entry = _fg_malloc_counting;
-    _fg_free_entry = _fg_free_counting;
-  }
   _fg_secure_init();
   _fg_stats_init();
   _fg_sample_init();

@@ -314,12 +314,6 @@ void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
-/* malloc and free with the inline ledger on (FG_MODE_LEDGER_FAST): the same, counting in line.
- * override.c's malloc and free jump through these pointers, which init.c sets once. */
-void *_fg_malloc_counting(size_t size);
-void _fg_free_counting(void *p);
-extern void *(*_fg_malloc_entry)(size_t) __attribute__((visibility("hidden")));
-extern void (*_fg_free_entry)(void *) __attribute__((visibility("hidden")));
 
 /* ---- secure.c: hardened mode ----------------------------------------------------------------- */
 void _fg_secure_init(void);

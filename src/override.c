@@ -7,13 +7,8 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-/* fg_malloc and fg_free, or their counting twins with the inline ledger on (init.c): one
- * indirect jump, as many instructions as the direct one. */
-void *(*_fg_malloc_entry)(size_t) = fg_malloc;
-void (*_fg_free_entry)(void *) = fg_free;
-
-fg_export void *malloc(size_t n) { return _fg_malloc_entry(n); }
-fg_export void free(void *p) { _fg_free_entry(p); }
+fg_export void *malloc(size_t n) { return fg_malloc(n); }
+fg_export void free(void *p) { fg_free(p); }
 fg_export void *calloc(size_t n, size_t s) { return fg_calloc(n, s); }
 fg_export void *realloc(void *p, size_t n) { return fg_realloc(p, n); }
 fg_export void *reallocarray(void *p, size_t n, size_t s) { return fg_reallocarray(p, n, s); }
