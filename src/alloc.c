@@ -87,10 +87,6 @@ static fg_noinline void *malloc_counted_due(void *b) {
   _fg_ledger_sample();
   return b;
 }
-static fg_noinline void *malloc_counted(void *b, size_t size, fg_heap_t *heap, fg_page_t *page) {
-  if (fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size))) return malloc_counted_due(b);
-  return b;
-}
 
 /* operator new's misses: as fg_malloc's, then `failed` (the new-handler loop and the throw)
  * if they found no memory. */
@@ -107,7 +103,8 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
       void *b = page_pop_plain(page);
-      if (fg_unlikely(page_counted(page))) return malloc_counted(b, size, heap, page);
+      if (fg_unlikely(page_counted(page)) && fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size)))
+        return malloc_counted_due(b);
       return b;
     }
     if (failed != NULL) return new_miss(size, heap, failed);

@@ -124,12 +124,16 @@ static fg_noinline void page_freed_into(fg_page_t *page) {
   else
     page_unflag(page);
 }
-/* The same for fg_free's own frees, which the ledger counts here when it counts the page
- * (FG_USED_LEDGER, never set on an empty page). */
-static fg_noinline void page_freed_counted(fg_page_t *page, const fg_block_t *b) {
+static fg_noinline void page_freed_empty(fg_page_t *page) { page_emptied(page); }
+
+/* The same for fg_free's own frees, which the ledger counts here, in line, when it counts the
+ * page (FG_USED_LEDGER, never set on an empty page): the empty page first, one jump away as
+ * before; then the count, where page and block are still in registers (a call to a function
+ * of its own cost 5 instructions more a free). */
+static inline void page_freed_counted(fg_page_t *page, const fg_block_t *b) {
   uint32_t used = page->used;
   if (used == 0) {
-    page_emptied(page);
+    page_freed_empty(page);
     return;
   }
   if (used & FG_USED_LEDGER) {
