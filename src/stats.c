@@ -200,7 +200,7 @@ void _fg_ledger_alloc(void *p, size_t size) {
   fg_ledger_t *l = thread_ledger();
   count(l, loc.row, FG_F_allocations, size, loc.handed, bucket_of(size));
   if (leaks_on) leak_record(p, size);
-  if (l != NULL && (++l->events & 63) == 0) _fg_ledger_sample();
+  if (l != NULL && (uint8_t)(l->events += 4) == 0) _fg_ledger_sample();
 }
 
 size_t _fg_ledger_free(void *p) {

@@ -43,7 +43,7 @@ typedef struct fg_ledger_s {
   /* Rows of 8 counters (64 bytes): the inline ledger finds a class's row with one shift. */
   _Atomic(uint64_t) classes[FG_STATS_CLASSES][8];
   _Atomic(uint64_t) histogram[FG_STATS_HIST_BUCKETS];
-  uint32_t events; /* since the last look at the sampling clock */
+  uint8_t events; /* counts allocations by 4: carries every 64th (internal.h) */
 } fg_ledger_t;
 
 /* 4 MiB segments: big enough that segment headers and the segment map cost little, small
@@ -142,6 +142,9 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
   uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
+  /* Where its class's ledger row sits in any heap (offsetof ledger.classes[class_idx]): the
+   * inline ledger adds to heap + this, one load in place of three instructions. */
+  uint32_t ledger_row;
   /* Second line: slow paths. */
   uintptr_t key;              /* FRUGAL_SECURE: free-list encoding key, random per page; else 0 */
   _Atomic(uint32_t) capacity; /* blocks carved so far (read by other threads' checks) */
