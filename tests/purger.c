@@ -9,12 +9,16 @@
  *   - FRUGAL_PURGE_THREAD=0: no thread is started, and the memory stays until a slow path;
  *   - growth (purger off): 64 MiB of large blocks cached and 15 free 200 KiB blocks, then 64
  *     MiB of small blocks: the cached block and the free blocks' pages go back as the heap
- *     grows, so the two never add up in RSS. */
+ *     grows, so the two never add up in RSS;
+ *   - idle (decay 4 s): a large cache no request reached for a tenth of the decay time gives
+ *     its blocks back at the purger's next pass, long before the decay time; while a loop
+ *     asks for its 64 MiB buffer every 100 ms, the buffer stays cached (no page faults). */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,13 +68,12 @@ static void *thread_set(void *arg) {
   return NULL;
 }
 
-/* Quiet for up to 2 x the decay time (plus a second for a loaded machine): sleeping, or
- * malloc(64)/free on the fast path. Returns the seconds until RSS was within SLACK of
- * `start`, or -1. */
-static double quiet_until_back(size_t start, bool fast_paths, size_t *rss) {
+/* Quiet for up to `limit` seconds: sleeping, or malloc(64)/free on the fast path. Returns the
+ * seconds until RSS was within SLACK of `start`, or -1. */
+static double quiet_until(size_t start, bool fast_paths, size_t *rss, double limit) {
   void *keep = malloc(64); /* its page never empties: the loop below stays on the fast paths */
   double t0 = tu_now();
-  while (tu_now() - t0 < 2 * DECAY_MS / 1000.0 + 1.0) {
+  while (tu_now() - t0 < limit) {
     if ((*rss = tu_rss()) <= start + SLACK) {
       free(keep);
       return tu_now() - t0;
@@ -82,6 +85,41 @@ static double quiet_until_back(size_t start, bool fast_paths, size_t *rss) {
   }
   free(keep);
   return -1;
+}
+
+/* Up to 2 x the decay time, plus a second for a loaded machine. */
+static double quiet_until_back(size_t start, bool fast_paths, size_t *rss) {
+  return quiet_until(start, fast_paths, rss, 2 * DECAY_MS / 1000.0 + 1.0);
+}
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+#define IDLE_DECAY_MS 4000
+
+static int idle_case(size_t start) {
+  /* A hot loop first: its buffer, asked for every 100 ms (under a tenth of the decay time),
+   * stays cached, so only the first round faults its pages in. */
+  long faults = 0;
+  for (int i = 0; i < 12; i++) {
+    if (i == 1) faults = minor_faults();
+    char *p = malloc(64 * MIB);
+    memset(p, i, 64 * MIB);
+    free(p);
+    usleep(100 * 1000);
+  }
+  faults = minor_faults() - faults;
+  CHECKF(faults < 1000, "idle: a 64 MiB buffer asked for every 100 ms stays cached: %ld page faults in 11 rounds",
+         faults);
+  size_t rss = 0;
+  double took = quiet_until(start, false, &rss, IDLE_DECAY_MS / 1000.0);
+  CHECKF(took >= 0 && took < IDLE_DECAY_MS / 2000.0,
+         "idle: then unasked, it goes back within %.2f s, half the decay time (%d ms): RSS %.1f MiB", took,
+         IDLE_DECAY_MS, rss / (double)MIB);
+  return check_finish("purger idle");
 }
 
 static int run_case(const char *name) {
@@ -114,6 +152,7 @@ static int run_case(const char *name) {
     CHECK("fork: the child passed its check (above)", WIFEXITED(status) && WEXITSTATUS(status) == 0);
     return check_finish("purger fork");
   }
+  if (strcmp(name, "idle") == 0) return idle_case(start);
   built = thread_built != 0 ? thread_built : tu_rss();
   if (strcmp(name, "sleep") == 0) { /* for verbose_events: the purger's pass ends, and says so */
     large_set();
@@ -178,7 +217,9 @@ static bool run_child(const char *name, bool purger) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
-    setenv("FRUGAL_DECAY_MS", "200", 1);
+    char decay[16];
+    snprintf(decay, sizeof decay, "%d", strcmp(name, "idle") == 0 ? IDLE_DECAY_MS : DECAY_MS);
+    setenv("FRUGAL_DECAY_MS", decay, 1);
     if (!purger) setenv("FRUGAL_PURGE_THREAD", "0", 1);
     execl("/proc/self/exe", "purger", name, (char *)NULL);
     _exit(127);
@@ -194,5 +235,6 @@ int main(int argc, char **argv) {
     CHECKF(run_child(cases[i], true), "case %s passed (above)", cases[i]);
   CHECK("case off passed (above)", run_child("off", false));
   CHECK("case growth passed (above)", run_child("growth", false));
+  CHECK("case idle passed (above)", run_child("idle", true));
   return check_finish("purger");
 }
