@@ -7,6 +7,7 @@
  *   - blocks a consumer thread frees (it allocated none) serve their producer again;
  *   - a request bigger than every cached block takes their pages before fresh ones (no new
  *     page faults), and blocks so built keep their contents through realloc, reuse and cuts;
+ *   - random big blocks replaced in turn fault in little more than their live peak;
  *   - fg_collect(true) gives every cached block back at once;
  *   - with FRUGAL_DECAY_MS=50 (a child runs with it), cached blocks go back to the OS by
  *     themselves while the program only makes small calls. */
@@ -108,6 +109,42 @@ static void grow_from_cache(void) {
          "... and takes their resident pages: %ld page faults touching it (fresh: 4096), RSS %+.1f MiB",
          faults, ((double)rss1 - (double)rss0) / (double)MIB);
   free(big);
+  fg_collect(true);
+}
+
+/* Issue #10's random big blocks, scaled down: 8 live blocks, each replaced in turn by one of
+ * 2-10 MiB with every page touched. The cache's pages are spent before fresh ones: fresh
+ * pages (faults) come to little more than the most the program had live, not to the 400 MiB
+ * of pages it touched, and RSS stays near that peak. */
+static void random_big_blocks(void) {
+  fg_collect(true);
+  enum { LIVE = 8, ROUNDS = 200 };
+  char *p[LIVE] = {0};
+  size_t n[LIVE] = {0}, live = 0, peak_live = 0, touched = 0;
+  tu_rng_t rng = {10};
+  size_t rss0 = tu_rss(), peak_rss = 0;
+  long f0 = minor_faults();
+  for (int r = 0; r < LIVE + ROUNDS; r++) {
+    int i = r < LIVE ? r : (int)tu_range(&rng, 0, LIVE - 1);
+    free(p[i]);
+    live -= n[i];
+    n[i] = tu_range(&rng, 2 * MIB, 10 * MIB);
+    p[i] = malloc(n[i]);
+    for (size_t off = 0; off < n[i]; off += 4096) p[i][off] = (char)r;
+    live += n[i];
+    touched += n[i];
+    if (live > peak_live) peak_live = live;
+    size_t rss = tu_rss();
+    if (rss > peak_rss) peak_rss = rss;
+  }
+  double fresh = (double)(minor_faults() - f0) * 4096;
+  for (int i = 0; i < LIVE; i++) free(p[i]);
+  CHECKF(fresh < 1.5 * (double)peak_live,
+         "random 2-10 MiB blocks, 8 live: %.0f MiB of fresh pages for %.0f MiB live at most "
+         "(%.0f MiB touched)",
+         fresh / (double)MIB, (double)peak_live / (double)MIB, (double)touched / (double)MIB);
+  CHECKF(peak_rss < rss0 + peak_live + peak_live / 4, "... peak RSS %.0f MiB above the start",
+         ((double)peak_rss - (double)rss0) / (double)MIB);
   fg_collect(true);
 }
 
@@ -336,6 +373,7 @@ int main(int argc, char **argv) {
   hot_loop();
   waste_bound();
   grow_from_cache();
+  random_big_blocks();
   gathered_blocks_keep_contents();
   thread_cache();
   consumer_keeps_nothing();
