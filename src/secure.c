@@ -213,14 +213,14 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
     order[i] = order[j];
     order[j] = t;
   }
-  fg_link_t head = page->free;
+  fg_link_t head = _fg_head_link(page, page->free);
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *b = first + (size_t)order[i] * bsize;
     fill_free(b, bsize);
     ((fg_block_t *)b)->next = head;
     head = _fg_link(page, b);
   }
-  page->free = head;
+  page->free = _fg_link_head(page, head);
 }
 
 /* ---- what hooks.c calls, and malloc and free for secure mode alone ------------------------- */
@@ -285,4 +285,60 @@ size_t _fg_secure_requested(const void *p) {
   if (!locate(p, &loc)) return SIZE_MAX;
   size_t stored = stored_request(&loc);
   return stored != 0 ? stored - 1 : SIZE_MAX;
+}
+
+/* ---- secure mode alone: malloc's fast path and free's own path ------------------------------ */
+
+static fg_noinline fg_cold void corrupted_list(const void *p) {
+  _fg_misuse("corrupted free list (a write after free into its link)", p);
+}
+
+void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
+  /* The pop moved p's link, encoded, into the plain head: decode it, and check that it ends
+   * the list or leads to a carved block of this page. Overwritten after free, it decodes to
+   * an address that does neither (but for a 2^-13 chance on a small page), which the next pop
+   * would otherwise hand out. */
+  fg_link_t head = _fg_link_head(page, page->free);
+  page->free = head;
+  if (fg_unlikely(!_fg_link_nil_plain(head)) &&
+      fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)_fg_block_plain(head) - page->start))))
+    corrupted_list(p);
+  uint8_t *b = p;
+  size_t bsize = page->block_size;
+  if (fg_unlikely(!fill_intact(b, bsize))) write_after_free(b);
+  page->requested[_fg_block_index(page, (size_t)(b - page->start))] = (uint32_t)size + 1;
+  canary_arm(b + size, b + bsize);
+  return p;
+}
+
+/* Secure mode's own push: its pages always carry FG_USED_SECURE (free's used_drop would
+ * always jump): the page needs a look only when it was full or is now empty; a lone empty page
+ * stays, the clock looked at every 16th time (as free.c's page_freed_into). */
+static fg_noinline void page_freed(fg_page_t *page) {
+  if (_fg_page_used(page) == 0 && !_fg_page_in_full(page) && page->next == page->prev &&
+      (++page->heap->ticks & 15) != 0)
+    return;
+  _fg_page_unflag(page);
+}
+
+void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v) {
+  uint8_t *b = p;
+  fg_page_t *page = _fg_page_at(_fg_segment_of(p), p, v & ~FG_SEGMAP_HOOKED);
+  size_t off = (size_t)(b - page->start), bsize = page->block_size;
+  if (fg_unlikely(page->heap != _fg_heap() || (page->used & FG_USED_SECURE) == 0)) goto checked;
+  if (fg_unlikely(sized && _fg_wrong_size(size, bsize))) goto checked;
+  if (fg_unlikely(!_fg_block_carved_own(page, off))) goto checked; /* aligned, or a misuse */
+  uint32_t *slot = &page->requested[_fg_block_index(page, off)];
+  uint32_t stored = *slot;
+  if (fg_unlikely(stored == 0)) goto checked; /* freed already (a double free), or never armed */
+  if (fg_unlikely(!canary_intact(b + stored - 1, b + bsize))) overflow(p);
+  *slot = 0;
+  fill_free(b, bsize);
+  ((fg_block_t *)b)->next = _fg_head_link(page, page->free);
+  page->free = _fg_link_plain(b);
+  uint32_t used = --page->used;
+  if (fg_unlikely((used & FG_USED_FULL) != 0 || (used & FG_USED_COUNT) == 0)) page_freed(page);
+  return;
+checked:
+  _fg_free_raw(p, sized, size);
 }
