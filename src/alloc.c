@@ -10,10 +10,10 @@
 /* Pop the first block of a page whose `free` is not nil. `plain`: the page's key is 0 (the
  * fast path: see _fg_link_plain), so the link's bias folds into the load's displacement. */
 static inline void *pop(fg_page_t *page, bool plain) {
-  fg_block_t *b = plain ? _fg_block_plain(page->free) : _fg_block(page, page->free);
-  fg_link_t next = b->next;
+  fg_block_t *b = _fg_block_plain(page->free); /* the head is plain: see _fg_link_head */
+  fg_link_t next = plain ? b->next : _fg_link_head(page, b->next);
   /* The next pop reads next's link: after another thread's frees, from that thread's cache. */
-  __builtin_prefetch(plain ? _fg_block_plain(next) : _fg_block(page, next));
+  __builtin_prefetch(_fg_block_plain(next));
   page->free = next;
   b->next = 0; /* a fresh block must not look freed to the double-free check */
   page->used++;
@@ -32,7 +32,7 @@ static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->u
 static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
   if (fg_likely(size <= FG_CLASS_MAX)) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
-    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) return page_pop(page);
+    if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) return page_pop(page);
     return _fg_heap_alloc_slow(heap, size);
   }
   return _fg_large_alloc(size, 0, false);
@@ -41,9 +41,11 @@ static fg_noinline void *malloc_generic(fg_heap_t *heap, size_t size) {
 /* The allocation itself, without the hooks: what the hooked paths and the raw helpers call. */
 static inline void *malloc_core(size_t size) {
   fg_heap_t *heap = _fg_heap();
-  if (fg_likely(size <= FG_DIRECT_MAX)) {
+  /* Secure mode alone fills the direct table a class up (page.c's _fg_direct_words); aligned
+   * allocations need the class of the size itself. */
+  if (fg_likely(size <= FG_DIRECT_MAX) && !_fg_secure_alone()) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
-    if (fg_likely(!_fg_link_nil(page, page->free))) return page_pop(page);
+    if (fg_likely(!_fg_link_nil_plain(page->free))) return page_pop(page);
   }
   return malloc_generic(heap, size);
 }
@@ -57,7 +59,7 @@ static fg_noinline void *malloc_hooked(size_t size) {
   }
   if (fg_likely(_fg_secure_alone()) && size < FG_CLASS_MAX) { /* the page in hand: see hooks.c */
     fg_page_t *page = _fg_heap()->queues[_fg_class_of(size + 1)].first;
-    if (fg_likely(page != NULL && !_fg_link_nil(page, page->free))) {
+    if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) {
       void *b = page_pop(page);
       _fg_secure_arm(page, b, size);
       return b;
@@ -101,12 +103,16 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
       void *b = page_pop_plain(page);
-      /* The ledger counts this page: the count in line, in the cold block (the same
-       * instructions as without it when the ledger is off; a call to a function of its own
-       * cost 5 more a malloc). malloc(0) never comes here, see page.c's set_direct: its
-       * histogram bucket is not its class's. */
-      if (fg_unlikely(page_counted(page)) && fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size)))
-        return malloc_counted_due(b);
+      /* A flagged page: secure mode alone's, whose block secure.c arms (a tail call), or the
+       * inline ledger's, which counts it in line, in the cold block (the same instructions as
+       * without it when the ledger is off; a call to a function of its own cost 5 more a
+       * malloc). malloc(0) never comes here, see page.c's set_direct: its histogram bucket is
+       * not its class's. */
+      if (fg_unlikely(page_counted(page))) {
+        /* Read again, not kept from the increment: the fast path then adds to memory. */
+        if (__atomic_load_n(&page->used, __ATOMIC_RELAXED) & FG_USED_SECURE) return _fg_secure_popped(page, b, size);
+        if (fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size))) return malloc_counted_due(b);
+      }
       return b;
     }
     if (failed != NULL) return new_miss(size, heap, failed);

@@ -61,11 +61,7 @@ fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg) {
   return page;
 }
 
-/* Sized frees check the size (policy, see README): it cannot be bigger than the block, nor
- * less than half of it (realloc keeps a block that shrinks by less than half): size > usable
- * or size * 2 + 16 < usable, in one compare, as usable - size wraps to more than size + 16
- * when size > usable. (Not for sizes of 2^63 and more, which no object has.) */
-static inline bool wrong_size(size_t size, size_t usable) { return usable - size > size + 16; }
+static inline bool wrong_size(size_t size, size_t usable) { return _fg_wrong_size(size, usable); }
 
 /* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
@@ -116,7 +112,7 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
 static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
 /* A flagged page (FG_USED_SLOW) after a free: out of the full list, and retired if empty. */
-static fg_noinline void page_unflag(fg_page_t *page) {
+fg_noinline void _fg_page_unflag(fg_page_t *page) {
   if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
   if (_fg_page_used(page) == 0) _fg_heap_page_retire(page);
 }
@@ -132,7 +128,7 @@ static fg_noinline void page_freed_into(fg_page_t *page) {
   if (page->used == 0)
     page_emptied(page);
   else
-    page_unflag(page);
+    _fg_page_unflag(page);
 }
 static fg_noinline void page_freed_empty(fg_page_t *page) { page_emptied(page); }
 
@@ -151,7 +147,7 @@ static inline void page_freed_counted(fg_page_t *page, const fg_block_t *b) {
     /* In use and not full: with SLOW shifted out, FULL is the sign and LEDGER the next bit. */
     if (fg_likely((int32_t)(used << 1) > (int32_t)(FG_USED_LEDGER << 1))) return;
   }
-  page_unflag(page);
+  _fg_page_unflag(page);
 }
 
 /* --page->used; true when it leaves the count at 0 or a flag set (FG_USED_SLOW). On x86-64
@@ -175,8 +171,8 @@ slow:
  * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page.
  * `plain`: the page's key is 0 (see _fg_link_plain); `count`: the ledger counts it here. */
 static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool plain) {
-  b->next = page->free;
-  page->free = plain ? _fg_link_plain(b) : _fg_link(page, b);
+  b->next = plain ? page->free : _fg_head_link(page, page->free);
+  page->free = _fg_link_plain(b);
   if (fg_unlikely(used_drop(page))) {
     if (count)
       page_freed_counted(page, b);
@@ -253,11 +249,23 @@ void _fg_free_raw(void *p, bool sized, size_t size) {
 
 /* What the segment map did not mark plain: NULL, a foreign pointer, or any pointer while
  * every call is hooked. */
-static fg_noinline void free_unusual(void *p, size_t size, bool sized) {
+static fg_noinline void free_hooked(void *p, size_t size, bool sized, uint8_t v) {
   if (p == NULL) return;
-  if (!_fg_segmap_contains(p)) free_foreign(p);
-  if (!_fg_secure_alone()) _fg_hook_free(p); /* secure mode alone checks where it pushes */
+  if (v == 0) free_foreign(p);
+  _fg_hook_free(p);
   free_ours(p, _fg_segment_of(p)->page_shift, sized, size, false);
+}
+/* v: p's segment-map byte (0: NULL or not ours). Secure mode alone has its own path for
+ * pointers of frugal's (secure.c: small blocks of this thread's pages checked and pushed,
+ * their page in hand), which comes back to _fg_free_raw for the rest. Tail calls only: a
+ * frame here cost secure mode 12 instructions a free. */
+static fg_noinline void free_unusual(void *p, size_t size, bool sized, uint8_t v) {
+  if (p == NULL) return; /* free(NULL) is common: first */
+  if (_fg_secure_alone() && v != 0) {
+    _fg_secure_free_small(p, size, sized, v);
+    return;
+  }
+  free_hooked(p, size, sized, v);
 }
 
 /* The checks: a pointer is frugal's if the segment map has its segment (one byte test, which
@@ -268,7 +276,7 @@ static fg_noinline void free_unusual(void *p, size_t size, bool sized) {
 static inline void free_impl(void *p, bool sized, size_t size) {
   uint8_t v = _fg_segmap_byte(p);
   if (fg_unlikely((int8_t)v <= 0)) { /* none, or hooked */
-    free_unusual(p, size, sized);
+    free_unusual(p, size, sized, v);
     return;
   }
   free_ours(p, v, sized, size, true);

@@ -312,7 +312,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   while (page != NULL) {
     fg_page_t *next = page->next;
     _fg_page_collect(page);
-    if (!_fg_link_nil(page, page->free) || _fg_page_extend(page)) {
+    if (!_fg_link_nil_plain(page->free) || _fg_page_extend(page)) {
       if (page != q->first) {
         _fg_queue_remove(heap, q, page);
         _fg_queue_push_front(heap, q, page);
@@ -321,7 +321,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     }
     if (!page_to_full(heap, page)) {
       _fg_page_collect(page);
-      if (!_fg_link_nil(page, page->free)) return page; /* it stays where it is: fine */
+      if (!_fg_link_nil_plain(page->free)) return page; /* it stays where it is: fine */
     }
     page = next;
   }
@@ -343,8 +343,8 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  fg_block_t *b = _fg_block(page, page->free);
-  page->free = b->next;
+  fg_block_t *b = _fg_block_plain(page->free);
+  page->free = _fg_link_head(page, b->next);
   b->next = 0;
   page->used++;
   if (fg_unlikely(heap->grown >= GROWTH_STEP)) grew(heap);
@@ -363,7 +363,7 @@ void _fg_heap_collect(fg_heap_t *heap, bool force) {
   for (fg_page_t *page = heap->full.first, *next; page != NULL; page = next) {
     next = page->next;
     _fg_page_collect(page);
-    if (!_fg_link_nil(page, page->free)) _fg_heap_page_unfull(page);
+    if (!_fg_link_nil_plain(page->free)) _fg_heap_page_unfull(page);
   }
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
     fg_page_queue_t *q = &heap->queues[c];
@@ -543,7 +543,7 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   uint32_t count = 0, remote = 0;
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   fg_block_t *top = _fg_tf_top(tf);
-  if (!check_list(page, page->free, &count) || !check_list(page, page->local_free, &count) ||
+  if (!check_list(page, _fg_head_link(page, page->free), &count) || !check_list(page, page->local_free, &count) ||
       (top != NULL && !check_list(page, _fg_link(page, top), &remote)))
     return false;
   if (_fg_page_used(page) + count != page->capacity)
@@ -574,7 +574,8 @@ fg_export bool fg_heap_check(void) {
     if (!check_queue(heap, &heap->queues[c], c, false, &kept)) return false;
     fg_page_t *first = heap->queues[c].first;
     if (first == NULL || _fg_hooked_all()) first = &_fg_page_empty; /* see page.c's set_direct */
-    if (_fg_class_size(c) <= FG_DIRECT_MAX && heap->direct[_fg_class_size(c) / 8] != first)
+    size_t lo, hi;
+    if (_fg_direct_words(c, &lo, &hi) && heap->direct[hi] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }
   if (!check_queue(heap, &heap->full, 0, true, &kept)) return false;

@@ -89,8 +89,9 @@ static unsigned mode_from_options(void) {
   unsigned mode = _fg_option(FG_OPTION_SECURE) != 0 ? FG_MODE_SECURE : 0;
   if (leaks || _fg_option(FG_OPTION_STATS) != 0 || _fg_option(FG_OPTION_STATS_FILE) != 0) mode |= FG_MODE_LEDGER;
   if (mode == FG_MODE_LEDGER && !leaks) mode |= FG_MODE_LEDGER_FAST;
+  if (mode == FG_MODE_SECURE) mode |= FG_MODE_SECURE_FAST;
   if (mode != 0) mode |= FG_MODE_HOOKED;
-  if ((mode & FG_MODE_HOOKED) && !(mode & FG_MODE_LEDGER_FAST)) mode |= FG_MODE_HOOKED_ALL;
+  if ((mode & FG_MODE_HOOKED) && !(mode & (FG_MODE_LEDGER_FAST | FG_MODE_SECURE_FAST))) mode |= FG_MODE_HOOKED_ALL;
   return mode;
 }
 

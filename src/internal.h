@@ -51,9 +51,12 @@ enum {
   FG_MODE_LEDGER_FAST = 4, /* ...inline in fg_malloc/fg_free: no secure mode, no leak stacks */
   FG_MODE_HOOKED = 8,      /* secure or ledger: every entry point but the malloc/free fast
                             * paths takes its hooked path, after one predictable branch */
-  FG_MODE_HOOKED_ALL = 16, /* hooked, not ledger-fast: malloc and free too; they need no test
-                            * of their own, as the direct table stays empty and the segment
-                            * map has FG_SEGMAP_HOOKED */
+  FG_MODE_HOOKED_ALL = 16, /* hooked, not ledger-fast nor secure-fast: malloc and free too;
+                            * they need no test of their own, as the direct table stays empty
+                            * and the segment map has FG_SEGMAP_HOOKED */
+  FG_MODE_SECURE_FAST = 32, /* secure mode alone: malloc's fast path pops from secure pages
+                             * (FG_USED_SECURE) and arms the block out of line; free is hooked
+                             * by the segment map and checks where it pushes (hooks.c) */
 };
 /* Hidden: tested as one RIP-relative operand. Otherwise the compiler keeps its address in a
  * callee-saved register across calls (page.c's set_direct tests it twice around one), which
@@ -64,6 +67,8 @@ static inline bool _fg_ledger_active(void) { return (_fg_mode & FG_MODE_LEDGER) 
 static inline bool _fg_ledger_fast(void) { return (_fg_mode & FG_MODE_LEDGER_FAST) != 0; }
 static inline bool _fg_hooked(void) { return (_fg_mode & FG_MODE_HOOKED) != 0; }
 static inline bool _fg_hooked_all(void) { return (_fg_mode & FG_MODE_HOOKED_ALL) != 0; }
+/* Every free hooked: the segment map's bytes carry FG_SEGMAP_HOOKED. */
+static inline bool _fg_free_hooked(void) { return (_fg_mode & (FG_MODE_HOOKED_ALL | FG_MODE_SECURE_FAST)) != 0; }
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
 void _fg_warning(const char *msg, const char *detail);
 /* One "frugal: event: " line on stderr when FRUGAL_VERBOSE >= level: 1 for rare events (an
@@ -193,11 +198,17 @@ static inline fg_block_t *_fg_block(const fg_page_t *page, fg_link_t l) {
 static inline bool _fg_link_nil(const fg_page_t *page, fg_link_t l) {
   return ((l ^ page->key) & FG_LINK_NIL_MASK) == 0;
 }
-/* The same for a page whose key is 0, i.e. on the malloc/free fast paths, which secure mode
- * never takes (its direct table stays empty and its segment-map bytes are hooked). */
+/* The same for a page whose key is 0, or for a list head (below): on the malloc/free fast
+ * paths, whose free never sees secure mode's pages (their segment-map bytes are hooked). */
 static inline fg_link_t _fg_link_plain(const void *b) { return (uintptr_t)b + FG_LINK_TAG; }
 static inline fg_block_t *_fg_block_plain(fg_link_t l) { return (fg_block_t *)(l - FG_LINK_TAG); }
 static inline bool _fg_link_nil_plain(fg_link_t l) { return (l & FG_LINK_NIL_MASK) == 0; }
+/* A page's `free` head is kept plain (its key not applied) in every mode, so that malloc's fast
+ * path pops secure pages too, with no xor (secure.c's _fg_secure_popped then decodes the link
+ * the pop moved into the head). Links inside blocks, `local_free` and the thread-free stack's
+ * links stay encoded. These two convert (the same xor, named for the direction). */
+static inline fg_link_t _fg_head_link(const fg_page_t *page, fg_link_t head) { return head ^ page->key; }
+static inline fg_link_t _fg_link_head(const fg_page_t *page, fg_link_t l) { return l ^ page->key; }
 /* Is `off` bytes into the page the start of a carved block? Write off = i * size + r and
  * err = magic * size - 2^64 (0 < err <= size). Then off * magic = i * err + r * magic
  * (mod 2^64, without wrapping for off < 2^22 and size <= 512 KiB): below carved_limit =
@@ -234,7 +245,7 @@ static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 /* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
 static inline void _fg_page_used_set(fg_page_t *page, uint32_t u) {
-  page->used = (u & (FG_USED_FULL | FG_USED_LEDGER)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
+  page->used = (u & (FG_USED_FULL | FG_USED_LEDGER | FG_USED_SECURE)) ? u | FG_USED_SLOW : u & ~FG_USED_SLOW;
 }
 static inline void _fg_page_flag_set(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used | flag); }
 static inline void _fg_page_flag_clear(fg_page_t *page, uint32_t flag) { _fg_page_used_set(page, page->used & ~flag); }
@@ -250,6 +261,9 @@ void _fg_page_side_array_drop(fg_page_t *page);           /* to the pool of side
 void _fg_page_side_lock(bool lock);                       /* fork: the pool's lock */
 /* The requested-size entry of block p (hooked paths only); NULL if p is no block start. */
 uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create);
+/* The words (size + 7) / 8 of the heap's direct table that lead to class c's first page:
+ * [lo, hi]; false: none (a class above FG_DIRECT_MAX). */
+bool _fg_direct_words(size_t c, size_t *lo, size_t *hi);
 void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 void _fg_queue_push_back(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
@@ -332,6 +346,16 @@ size_t _fg_secure_requested(const void *p); /* SIZE_MAX: unknown */
 void _fg_secure_arm(fg_page_t *page, void *p, size_t size);
 void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p);
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
+/* Secure mode alone, small blocks of the thread's secure pages (FG_USED_SECURE): p was just
+ * popped by malloc's fast path for `size` (its page's direct-table words leave at least 8
+ * bytes after any size: see page.c's _fg_direct_words), or is about to be pushed by free, a
+ * carved block start. _fg_secure_release returns false when p has no request stored (freed
+ * already, or handed out unarmed): the caller takes the checked path. */
+void *_fg_secure_popped(fg_page_t *page, void *p, size_t size);
+/* free() in secure mode alone, of a pointer of frugal's (v: its segment-map byte, hooked):
+ * small blocks of this thread's secure pages are checked and pushed there, the rest go to
+ * _fg_free_raw's checked path. */
+void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v);
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
 
@@ -342,7 +366,7 @@ void _fg_hook_alloc(void *p, size_t size); /* after the raw allocation of size +
 size_t _fg_hook_free(void *p);             /* before the raw free; returns the request (0: unknown) */
 /* Secure mode without the ledger: small blocks skip the hooks above, malloc and free call
  * secure.c where they hold the block's page (see hooks.c). */
-static inline bool _fg_secure_alone(void) { return (_fg_mode & (FG_MODE_SECURE | FG_MODE_LEDGER)) == FG_MODE_SECURE; }
+static inline bool _fg_secure_alone(void) { return (_fg_mode & FG_MODE_SECURE_FAST) != 0; }
 size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
 
 /* ---- stacks.c: call stacks, captured, interned and named ---------------------------------- */
@@ -471,7 +495,14 @@ void _fg_expand_pid(const char *path, char *out, size_t size); /* "%p" -> the pi
 
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
-/* ---- free.c: shared by realloc and usable-size ---------------------------------------------- */
+/* ---- free.c: shared by realloc, usable-size and secure mode -------------------------------- */
+/* Sized frees check the size (policy, see README): it cannot be bigger than the block, nor
+ * less than half of it (realloc keeps a block that shrinks by less than half): size > usable
+ * or size * 2 + 16 < usable, in one compare, as usable - size wraps to more than size + 16
+ * when size > usable. (Not for sizes of 2^63 and more, which no object has.) */
+static inline bool _fg_wrong_size(size_t size, size_t usable) { return usable - size > size + 16; }
+/* A flagged page (FG_USED_SLOW) after a free: out of the full list, and retired if empty. */
+void _fg_page_unflag(fg_page_t *page);
 /* The page of a live small block (NULL for a large one, *seg set either way), or abort with
  * the misuse found: not frugal's, interior, freed. */
 fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg);

@@ -86,12 +86,18 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is
    * made now (without memory for one, the page's blocks go uncounted at both ends). */
   bool counted = _fg_ledger_fast() && side_array(page);
+  /* Secure mode alone: malloc's fast path pops the page's blocks, its flag sending each to
+   * secure.c to be armed, which needs the side array; without memory for one the page is a
+   * plain one (key 0, its blocks unwatched). */
+  bool secured = _fg_secure_alone() && side_array(page);
   page->capacity = 0;
-  page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : 0;
+  page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : secured ? FG_USED_SECURE | FG_USED_SLOW : 0;
   page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
-  page->key = _fg_secure_on() ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
-  page->free = page->local_free = _fg_link(page, _fg_list_end(page));
+  bool keyed = _fg_secure_on() && (secured || !_fg_secure_alone());
+  page->key = keyed ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
+  page->free = _fg_link_plain(_fg_list_end(page));
+  page->local_free = _fg_link(page, _fg_list_end(page));
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
   page->purged = 0;
@@ -118,8 +124,8 @@ bool _fg_page_extend(fg_page_t *page) {
   } else {
     uint8_t *b = first;
     for (uint32_t i = 0; i + 1 < n; i++, b += bsize) ((fg_block_t *)b)->next = _fg_link(page, b + bsize);
-    ((fg_block_t *)b)->next = page->free;
-    page->free = _fg_link(page, first);
+    ((fg_block_t *)b)->next = _fg_head_link(page, page->free);
+    page->free = _fg_link_plain(first);
   }
   page->capacity += n;
   uint64_t err = page->magic * bsize; /* wraps: magic * bsize - 2^64 */
@@ -165,7 +171,7 @@ static void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
 
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check) {
   if (page->block_size < PURGE_MIN_BLOCK || _fg_secure_on()) return;
-  purge_list(page, page->free, check);
+  purge_list(page, _fg_head_link(page, page->free), check);
   purge_list(page, page->local_free, check);
 }
 
@@ -181,15 +187,15 @@ void _fg_page_collect(fg_page_t *page) {
     uint32_t count = _fg_tf_count(tf);
     if (fg_unlikely(count == 0 || count > page->capacity))
       _fg_misuse("corrupted thread-free list in page", page);
-    if (!_fg_link_nil(page, page->free)) { /* rarely: the stack goes in front, its tail found by a walk */
+    if (!_fg_link_nil_plain(page->free)) { /* rarely: the stack goes in front, its tail found by a walk */
       while (!_fg_link_nil(page, tail->next)) tail = _fg_block(page, tail->next);
-      tail->next = page->free;
+      tail->next = _fg_head_link(page, page->free);
     }
-    page->free = _fg_link(page, head);
+    page->free = _fg_link_plain(head);
     page->used -= count;
   }
-  if (!_fg_link_nil(page, page->local_free) && _fg_link_nil(page, page->free)) {
-    page->free = page->local_free;
+  if (!_fg_link_nil(page, page->local_free) && _fg_link_nil_plain(page->free)) {
+    page->free = _fg_link_head(page, page->local_free);
     page->local_free = _fg_link(page, _fg_list_end(page));
   }
 }
@@ -207,7 +213,7 @@ static bool list_holds(const fg_page_t *page, fg_link_t l, const void *b) {
 bool _fg_page_holds_free(fg_page_t *page, const void *b) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   fg_block_t *top = _fg_tf_top(tf);
-  return list_holds(page, page->free, b) || list_holds(page, page->local_free, b) ||
+  return list_holds(page, _fg_head_link(page, page->free), b) || list_holds(page, page->local_free, b) ||
          (top != NULL && (top == b || list_holds(page, top->next, b)));
 }
 
@@ -228,19 +234,38 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
 /* Doubly linked, a queue per class; the first page of a class is the one its direct-table
  * entries point at. */
 
-/* With every call hooked (secure mode, leak stacks) the direct table stays empty: every
- * fg_malloc then misses into its hooked path, and the fast path needs no test for it. */
-static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
-  if (first != NULL) _fg_page_unkeep(heap, first); /* malloc's fast path hands out its blocks */
-  if (q == &heap->full || _fg_hooked_all()) return;
-  size_t c = (size_t)(q - heap->queues);
-  size_t hi = _fg_class_size(c);
-  if (hi > FG_DIRECT_MAX) return;
+/* Secure mode alone: the sizes 8w - 7 .. 8w share word w, whose class must leave the largest
+ * a canary byte: the class of 8w + 1, which leaves each of them at least 8 (secure.c's canary
+ * is then whole words). So class c takes words [size of the class below / 8, its size / 8 - 1].
+ * Out of line: thread start fills the table through set_direct. */
+static fg_noinline bool direct_words_secure(size_t c, size_t *lo, size_t *hi) {
+  *lo = c == 0 ? 0 : _fg_class_size(c - 1) / 8;
+  *hi = _fg_class_size(c) / 8 - 1;
+  if (*hi > FG_DIRECT_MAX / 8) *hi = FG_DIRECT_MAX / 8;
+  return *lo <= *hi;
+}
+
+static inline bool direct_words(size_t c, size_t *lo, size_t *hi) {
+  if (fg_unlikely(_fg_secure_alone())) return direct_words_secure(c, lo, hi);
+  *hi = _fg_class_size(c);
+  if (*hi > FG_DIRECT_MAX) return false;
+  *hi /= 8;
   /* The first word count of the class; with the inline ledger, malloc(0) (word 0) misses to
    * the hooks, which count it in histogram bucket 0. */
-  size_t lo = c == 0 ? (_fg_ledger_fast() ? 1 : 0) : (_fg_class_size(c - 1) + 8) / 8;
+  *lo = c == 0 ? (_fg_ledger_fast() ? 1 : 0) : (_fg_class_size(c - 1) + 8) / 8;
+  return true;
+}
+
+bool _fg_direct_words(size_t c, size_t *lo, size_t *hi) { return direct_words(c, lo, hi); }
+
+/* With every call hooked (secure mode with the ledger, leak stacks) the direct table stays
+ * empty: every fg_malloc then misses into its hooked path, and the fast path needs no test for it. */
+static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
+  if (first != NULL) _fg_page_unkeep(heap, first); /* malloc's fast path hands out its blocks */
+  size_t lo, hi;
+  if (q == &heap->full || _fg_hooked_all() || !direct_words((size_t)(q - heap->queues), &lo, &hi)) return;
   fg_page_t *target = first != NULL ? first : &_fg_page_empty;
-  for (size_t w = lo; w <= hi / 8; w++) heap->direct[w] = target;
+  for (size_t w = lo; w <= hi; w++) heap->direct[w] = target;
 }
 
 void _fg_queue_push_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page) {

@@ -93,7 +93,7 @@ void _fg_sample_init(void) {
   mean_bytes = (double)_fg_option(FG_OPTION_SAMPLE_BYTES);
   long every = _fg_option(FG_OPTION_GUARD_EVERY);
   /* Leak stacks and secure mode hook every call and must see every block as their own. */
-  profile_on = !_fg_hooked_all() && mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
+  profile_on = !_fg_hooked_all() && !_fg_secure_on() && mean_bytes > 0 && fg_option_get_string(FG_OPTION_PROFILE) != NULL;
   /* Nor with the ledger on: its exact per-class counts would see guarded blocks as large. */
   guard_on = !_fg_hooked() && every > 0;
   guard_all = guard_on && every == 1;

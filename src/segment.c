@@ -12,7 +12,7 @@ void _fg_segmap_set(const fg_segment_t *s, bool on) {
   uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
   if (i >= FG_SEGMAP_SIZE) return; /* never happens with a 47-bit user space */
   /* The mode is set by process init, before the first segment is mapped. */
-  uint8_t v = !on ? 0 : s->page_shift | (_fg_hooked_all() ? FG_SEGMAP_HOOKED : 0);
+  uint8_t v = !on ? 0 : s->page_shift | (_fg_free_hooked() ? FG_SEGMAP_HOOKED : 0);
   atomic_store_explicit(&_fg_segmap[i], v, memory_order_release);
 }
 

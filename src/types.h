@@ -113,13 +113,15 @@ struct fg_heap_s;
 #define FG_TF_COUNT_SHIFT 48
 #define FG_TF_BLOCK (((uintptr_t)1 << FG_TF_COUNT_SHIFT) - 8)
 /* fg_page_t.used: the count of blocks in use, and flags above it. SLOW, the sign bit, is set
- * while FULL (the page sits in its heap's full list) or LEDGER (the inline ledger counts its
- * blocks) is: malloc's increment and free's decrement then test one sign each, and the
- * fast paths pay nothing for either case when neither holds. */
+ * while FULL (the page sits in its heap's full list), LEDGER (the inline ledger counts its
+ * blocks) or SECURE (secure mode arms the blocks malloc's fast path pops from it) is:
+ * malloc's increment and free's decrement then test one sign each, and the fast paths pay
+ * nothing for these cases when none holds. */
 #define FG_USED_SLOW ((uint32_t)1 << 31)
 #define FG_USED_FULL ((uint32_t)1 << 30)
 #define FG_USED_LEDGER ((uint32_t)1 << 29)
-#define FG_USED_COUNT (FG_USED_LEDGER - 1)
+#define FG_USED_SECURE ((uint32_t)1 << 28)
+#define FG_USED_COUNT (FG_USED_SECURE - 1)
 
 /* 128 bytes (aligned): finding a page from a pointer is then a shift, not a multiply. */
 _Static_assert(sizeof(void *) == 8, "frugal's page layout assumes 64-bit pointers");

@@ -40,6 +40,16 @@ static void write_after_free(void *arg) {
   for (int i = 0; i < 10000; i++) free(tu_ptr(malloc(200))); /* p comes back: caught then */
 }
 
+static void link_overwrite(void *arg) {
+  (void)arg;
+  void *p = tu_ptr(malloc(48));
+  void *q = tu_ptr(malloc(48)); /* keeps the page in use */
+  free(p);
+  memcpy(p, &q, sizeof q); /* a dangling pointer's write over the freed block's link */
+  for (int i = 0; i < 4; i++) tu_ptr(malloc(48)); /* p, then what its link leads to */
+  free(q);
+}
+
 static void guard_page(void *arg) {
   (void)arg;
   char *p = tu_ptr(malloc(3 << 20)); /* the guard page starts at the end of the request */
@@ -77,6 +87,7 @@ int main(void) {
       {"1-byte overflow of a 3 MiB block", overflow_large, SIGABRT, "heap buffer overflow"},
       {"overflow of an aligned block", overflow_aligned, SIGABRT, "heap buffer overflow"},
       {"write after free of a 200 B block", write_after_free, SIGABRT, "write after free"},
+      {"write after free over a freed block's link", link_overwrite, SIGABRT, "corrupted free list"},
       {"write into the guard page after a large block", guard_page, SIGSEGV, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -110,6 +121,16 @@ int main(void) {
       rising++;
   }
   CHECKF(rising < 56, "allocation order within a page is shuffled (%d of 63 steps rise)", rising);
+  for (int i = 0; i < 64; i++)
+    free(blocks[i]);
+  /* Small blocks are shuffled within runs of 4 neighbours: neither order holds throughout. */
+  rising = 0;
+  for (int i = 0; i < 64; i++) {
+    blocks[i] = tu_ptr(malloc(200));
+    if (i > 0 && (uintptr_t)blocks[i] > (uintptr_t)blocks[i - 1])
+      rising++;
+  }
+  CHECKF(rising > 4 && rising < 59, "small blocks too are handed out shuffled (%d of 63 steps rise)", rising);
   for (int i = 0; i < 64; i++)
     free(blocks[i]);
   CHECK("the heap is consistent afterwards", fg_heap_check());
