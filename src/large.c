@@ -16,7 +16,10 @@ static fg_lock_t large_lock;
 static fg_large_cache_t shared; /* the process cache, under large_lock */
 static size_t live_bytes;       /* mapped bytes of large blocks not in the process cache */
 static size_t live_peak;        /* the most live_bytes was since the last decay pass */
-static _Atomic(uint64_t) last_request; /* ms: the latest large allocation, by any thread */
+/* ms: the last decay pass of a heap that had asked for large blocks since its previous one
+ * (stamped there, not by each request: 8 threads storing the time of each 1 MiB request to
+ * one cache line took 14 % more CPU in the lab's threads cell). */
+static _Atomic(uint64_t) last_request;
 
 static size_t option_bytes(void) { return (size_t)_fg_option(FG_OPTION_LARGE_CACHE_MB) << 20; }
 
@@ -78,15 +81,15 @@ static fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
 }
 
 /* Unlink the mappings cached for the decay time or longer (all of them when forced), and
- * return them linked by `next`. While no large block was asked for during a tenth of the
- * decay time, the cache serves no hot loop (seed 3's loops ask every few ms): what it held
- * that long goes then. python3 freed its dicts' and strings' blocks at the end of each wave
- * of its run and asked again only well into the next, when its own arenas had grown: the
- * cached blocks stayed through that peak (RSS 154.3 -> 150.8 MB this way; glibc 149.5). */
-static fg_segment_t *cache_expired(fg_large_cache_t *c, uint64_t now, bool force) {
+ * return them linked by `next`. While no large block is asked for (`idle`), the cache serves
+ * no hot loop (seed 3's loops ask every few ms): what it held for a tenth of the decay time
+ * goes then. python3 freed its dicts' and strings' blocks at the end of each wave of its run
+ * and asked again only well into the next, when its own arenas had grown: the cached blocks
+ * stayed through that peak (RSS 154.3 -> 150.8 MB this way; glibc 149.5). */
+static fg_segment_t *cache_expired(fg_large_cache_t *c, uint64_t now, bool force, bool idle) {
   if (c->bytes == 0) return NULL; /* the common case: no walk over the empty buckets */
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
-  if (now >= atomic_load_explicit(&last_request, memory_order_relaxed) + decay / 10) decay /= 10;
+  if (idle) decay /= 10;
   fg_segment_t *expired = NULL;
   for (size_t b = 0; b < FG_LARGE_BUCKETS; b++) {
     for (fg_segment_t *s = c->buckets[b], *next; s != NULL; s = next) {
@@ -303,8 +306,12 @@ static size_t heap_limit(const fg_heap_t *heap) {
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force) {
   if (!heap->owned) heap->large_live = 0;                         /* what it had live is now anybody's */
   heap->large_peak = heap->large_live > 0 ? heap->large_live : 0; /* a new decay period */
+  uint32_t n = atomic_load_explicit(&heap->large_requests, memory_order_relaxed);
+  bool idle = n == heap->large_requests_seen; /* none since the last pass */
+  heap->large_requests_seen = n;
+  if (!idle) atomic_store_explicit(&last_request, now, memory_order_relaxed);
   _fg_lock(&heap->lock);
-  fg_segment_t *expired = cache_expired(&heap->large_cache, now, force || !heap->owned);
+  fg_segment_t *expired = cache_expired(&heap->large_cache, now, force || !heap->owned, idle);
   _fg_unlock(&heap->lock);
   if (expired != NULL) shared_put_list(expired);
 }
@@ -313,7 +320,10 @@ void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force) {
  * time moves to the process cache (whose own pass then unmaps it). */
 bool _fg_large_heap_expire(fg_heap_t *heap, uint64_t now) {
   _fg_lock(&heap->lock);
-  fg_segment_t *expired = cache_expired(&heap->large_cache, now, false);
+  uint32_t n = atomic_load_explicit(&heap->large_requests, memory_order_relaxed);
+  bool idle = n == heap->large_requests_purged; /* none since the purger's last look */
+  heap->large_requests_purged = n;
+  fg_segment_t *expired = cache_expired(&heap->large_cache, now, false, idle);
   bool left = heap->large_cache.bytes != 0;
   _fg_unlock(&heap->lock);
   if (expired != NULL) shared_put_list(expired);
@@ -509,7 +519,9 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   size_t offset = align > FG_OS_PAGE ? align : FG_OS_PAGE; /* the header's page */
   size_t need = offset + fg_align_up(size, FG_OS_PAGE) + _fg_secure_guard();
   fg_heap_t *heap = own_heap(true); /* a thread of large blocks only caches them too */
-  atomic_store_explicit(&last_request, _fg_clock_ms(), memory_order_relaxed);
+  if (heap != NULL) /* for the decay passes: the cache is in use (owner-written: no locked add) */
+    atomic_store_explicit(&heap->large_requests, atomic_load_explicit(&heap->large_requests, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
   fg_segment_t *s = NULL;
   if (heap != NULL) {
     _fg_lock(&heap->lock); /* then large_lock, never the other way (init.c's fork order) */
@@ -642,7 +654,9 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
 bool _fg_large_cache_collect(uint64_t now, bool force) {
   _fg_lock(&large_lock);
   live_peak = live_bytes; /* a new decay period */
-  fg_segment_t *expired = cache_expired(&shared, now, force);
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  bool idle = now >= atomic_load_explicit(&last_request, memory_order_relaxed) + decay / 10;
+  fg_segment_t *expired = cache_expired(&shared, now, force, idle);
   bool left = shared.bytes != 0;
   _fg_unlock(&large_lock);
   unmap_list(expired, FG_C_large_cache_decays);

@@ -224,6 +224,10 @@ typedef struct fg_heap_s {
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
   fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
+  /* Large allocations (owner-written), and their count at the last decay pass and at the
+   * purger's last look (large.c: a cache nobody asks of gives back sooner). */
+  _Atomic(uint32_t) large_requests;
+  uint32_t large_requests_seen, large_requests_purged;
   size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
   uint64_t growth_checks; /* how many such checks */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */

@@ -116,8 +116,10 @@ static int idle_case(size_t start) {
          faults);
   size_t rss = 0;
   double took = quiet_until(start, false, &rss, IDLE_DECAY_MS / 1000.0);
-  CHECKF(took >= 0 && took < IDLE_DECAY_MS / 2000.0,
-         "idle: then unasked, it goes back within %.2f s, half the decay time (%d ms): RSS %.1f MiB", took,
+  /* The purger looks every quarter of the decay time: the first look after the loop may still
+   * see its requests, the next gives the block back. */
+  CHECKF(took >= 0 && took < IDLE_DECAY_MS * 0.75 / 1000.0,
+         "idle: then unasked, it goes back within %.2f s, < 3/4 of the decay time (%d ms): RSS %.1f MiB", took,
          IDLE_DECAY_MS, rss / (double)MIB);
   return check_finish("purger idle");
 }
