@@ -255,11 +255,6 @@ static fg_noinline void grew(fg_heap_t *heap) {
   _fg_returning_end(was);
 }
 
-/* The classes of a kind are [kind_end(kind - 1), kind_end(kind)): classes grow with their index. */
-static size_t kind_end(fg_segment_kind_t kind) {
-  return kind == FG_SEG_SMALL ? _fg_class_of(FG_SMALL_MAX) + 1 : kind == FG_SEG_MEDIUM ? _fg_class_of(FG_MEDIUM_MAX) + 1 : FG_CLASS_COUNT;
-}
-
 /* An empty page of another class of c's kind, taken out of its queue (NULL if none). Its
  * blocks are committed, so a class that needs a page takes it before a free slot: python3
  * growing dicts and lists through the classes above 64 KiB left each class an empty page, up
@@ -275,11 +270,10 @@ static size_t kind_end(fg_segment_kind_t kind) {
  * after a page emptied (a kind's bit in maybe_empty), and only their ends, where retire
  * leaves empty pages. The page remembers its old class, so that a late double free of one
  * of its old blocks is still called one (free.c's misplaced). */
-
 static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
   fg_segment_kind_t kind = _fg_class_kind(c);
   if (kind == FG_SEG_MEDIUM || !(heap->maybe_empty & (1u << kind))) return NULL;
-  for (size_t o = kind == FG_SEG_SMALL ? 0 : kind_end(kind - 1); o < kind_end(kind); o++) {
+  for (size_t o = _fg_kind_first_class(kind); o < _fg_kind_first_class(kind + 1); o++) {
     fg_page_t *page = heap->queues[o].last;
     if (o == c || page == NULL || _fg_page_used(page) != 0) continue;
     if (kind == FG_SEG_SINGLE) {

@@ -280,10 +280,18 @@ static inline size_t _fg_class_of(size_t size) {
   return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + FG_PLUS(k));
 }
 size_t _fg_class_size(size_t class_idx);
-/* The classes of a kind are contiguous (classes grow with their index); the bounds fold to
- * constants. */
+/* The classes of a kind are contiguous (classes grow with their index): kind k's are
+ * [_fg_kind_first_class(k), _fg_kind_first_class(k + 1)). The bounds fold to constants. */
+static inline size_t _fg_kind_first_class(fg_segment_kind_t kind) {
+  return kind == FG_SEG_SMALL    ? 0
+         : kind == FG_SEG_MEDIUM ? _fg_class_of(FG_SMALL_MAX) + 1
+         : kind == FG_SEG_SINGLE ? _fg_class_of(FG_MEDIUM_MAX) + 1
+                                 : FG_CLASS_COUNT;
+}
 static inline fg_segment_kind_t _fg_class_kind(size_t c) {
-  return c <= _fg_class_of(FG_SMALL_MAX) ? FG_SEG_SMALL : c <= _fg_class_of(FG_MEDIUM_MAX) ? FG_SEG_MEDIUM : FG_SEG_SINGLE;
+  return c < _fg_kind_first_class(FG_SEG_MEDIUM) ? FG_SEG_SMALL
+         : c < _fg_kind_first_class(FG_SEG_SINGLE) ? FG_SEG_MEDIUM
+                                                   : FG_SEG_SINGLE;
 }
 
 /* ---- heap.c: thread heaps ------------------------------------------------------------------ */
