@@ -6,6 +6,7 @@
  * almost nothing (fresh_bytes, RSS), hand out blocks of its own class, keep their contents
  * apart, and leave the first class working afterwards. Medium pages are not passed between
  * classes (heap.c's page_take_empty says why): there, only the blocks are checked.
+ * And blocks freed on a class's pages are handed out again before the class carves more.
  * FRUGAL_DECAY_MS is set high by CMake so no decay pass releases the empty pages meanwhile. */
 #include <malloc.h>
 #include <stdint.h>
@@ -108,7 +109,36 @@ static void single_gives_back(void) {
   free(p);
 }
 
+/* Blocks freed on a class's pages go out again before the class carves more (heap.c's
+ * page_find): 200 blocks of 3000 B (a class no other case uses; about ten pages, the last
+ * one carved in part), every other one of the first 100 freed, then 50 allocated. Carving
+ * first, the 50 came from untouched memory of the last page while the freed ones stayed
+ * resident and idle (seed 1's process: 456 KiB resident for 297 KiB live). */
+static void frees_before_carving(void) {
+  enum { N = 200, FREED = 50 };
+  for (size_t i = 0; i < N; i++) blocks[i] = malloc(3000);
+  void *freed[FREED];
+  for (size_t i = 0; i < FREED; i++) {
+    freed[i] = blocks[2 * i];
+    free(blocks[2 * i]);
+  }
+  fg_stats_t before = stats();
+  size_t reused = 0;
+  for (size_t i = 0; i < FREED; i++) {
+    blocks[2 * i] = malloc(3000);
+    for (size_t j = 0; j < FREED; j++) reused += blocks[2 * i] == freed[j];
+  }
+  fg_stats_t after = stats();
+  check_note("frees first: %zu of %d new blocks were freed ones, %llu fresh bytes", reused, FREED,
+             (unsigned long long)(after.fresh_bytes - before.fresh_bytes));
+  CHECKF(reused == FREED, "frees first: the %d new blocks are the %d freed ones (%zu were)", FREED, FREED, reused);
+  CHECKF(after.fresh_bytes == before.fresh_bytes, "frees first: nothing carved meanwhile (%llu fresh bytes)",
+         (unsigned long long)(after.fresh_bytes - before.fresh_bytes));
+  drop(N);
+}
+
 int main(void) {
+  frees_before_carving();
   kind("small", 1000, 1100, 2048 * KIB, true);       /* 64 KiB pages */
   kind("medium", 20 * KIB, 23 * KIB, 4096 * KIB, false); /* 512 KiB pages */
   kind("single", 100 * KIB, 115 * KIB, 3072 * KIB, true); /* one page a segment */
