@@ -26,10 +26,14 @@ WHAT = {"pair": "malloc+free pair", "held": "malloc+free pair, page kept in use"
 
 
 def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:
-    """(total events, {function: percall.Fn}) of one run."""
+    """(total events, {function: percall.Fn}) of one run. A mode ending in +ledger runs with
+    the ledger on (FRUGAL_STATS=1: the inline ledger's paths)."""
     env = dict(os.environ, LD_PRELOAD=lib)
     for k in [k for k in env if k.startswith("FRUGAL_")]:
         del env[k]
+    mode, ledger = mode.removesuffix(LEDGER), mode.endswith(LEDGER)
+    if ledger:
+        env["FRUGAL_STATS"] = "1"
     env["FRUGAL_PURGE_THREAD"] = "0"  # its passes depend on the clock, not on the workload
     # A guarded allocation (one in 500,000 by default) costs thousands of instructions and
     # falls in the measured window or not: the fast path is counted without them (their cost
@@ -44,6 +48,9 @@ def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:
         for e, v in zip(events, f.self_cost):
             total[e] = total.get(e, 0) + v
     return total, events, fns
+
+
+LEDGER = "+ledger"
 
 
 def main() -> int:
@@ -70,8 +77,8 @@ def main() -> int:
         d1 = (b["D1mr"] + b["D1mw"] - a["D1mr"] - a["D1mw"]) / n
         ok = per <= limit
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {mode} {size} B: {per:.1f} instructions per {WHAT[mode]} "
-              f"(loop included), budget {limit}; D1 misses {d1:.3f}")
+        print(f"{'ok  ' if ok else 'FAIL'} {mode} {size} B: {per:.1f} instructions per {WHAT[mode.removesuffix(LEDGER)]} "
+              f"(loop included{', ledger on' if mode.endswith(LEDGER) else ''}), budget {limit}; D1 misses {d1:.3f}")
     for (fn, mode, size), limit in sorted(calls.items()):
         (_, ev, fa), (_, _, fb) = runs[(mode, size)]
         ia, ib = percall.inclusive(ev, fa.get(fn)), percall.inclusive(ev, fb.get(fn))
