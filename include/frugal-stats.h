@@ -59,6 +59,7 @@ extern "C" {
   X(returned_oom_bytes, "bytes given back when the OS refused a mapping, before retrying") \
   X(returned_collect_bytes, "bytes given back by fg_collect / malloc_trim")          \
   X(returned_growth_bytes, "bytes of idle cached large blocks and free big blocks given back as the heap grew") \
+  X(returned_takeover_bytes, "bytes a single page gave back as another class took it over")                  \
   X(purger_passes, "passes of the purger thread over every heap and cache")
 
 /* What frugal holds for reuse right now, by cache, in bytes: read at fg_stats_get, so a user

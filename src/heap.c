@@ -279,7 +279,11 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
     if (kind == FG_SEG_SINGLE) {
       size_t keep = _fg_class_size(c);
       size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
-      if (covered > keep) _fg_os_purge(page->start + keep, covered - keep);
+      if (covered > keep) {
+        uint8_t was = _fg_returning_for(FG_BY_TAKEOVER);
+        _fg_os_purge(page->start + keep, covered - keep);
+        _fg_returning_end(was);
+      }
     }
     _fg_page_unkeep(heap, page);
     _fg_queue_remove(heap, &heap->queues[o], page);

@@ -58,8 +58,8 @@ void _fg_returning_end(uint8_t was) {
   static const char *const gave[] = {
       [FG_BY_DECAY] = "decay pass gave back ", [FG_BY_IDLE] = "purger thread gave back ",
       [FG_BY_OOM] = "out of memory: caches gave back ", [FG_BY_COLLECT] = "fg_collect gave back ",
-      [FG_BY_GROWTH] = "as the heap grew, idle memory gave back "};
-  if (_fg_returned_bytes != 0 && _fg_returning != FG_BY_NONE)
+      [FG_BY_GROWTH] = "as the heap grew, idle memory gave back "}; /* takeovers: too many to tell */
+  if (_fg_returned_bytes != 0 && _fg_returning < sizeof gave / sizeof gave[0] && gave[_fg_returning] != NULL)
     event_line(2, gave[_fg_returning], _fg_returned_bytes, true);
   _fg_returned_bytes = 0;
   _fg_returning = was;

@@ -78,7 +78,8 @@ void _fg_event(int level, const char *msg);
 
 /* Why memory is being given back on this thread right now: os.c adds what it gives back to
  * the returned_<reason>_bytes counter, so the ledger says who returned what. */
-typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT, FG_BY_GROWTH } fg_reason_t;
+typedef enum fg_reason_e { FG_BY_NONE, FG_BY_DECAY, FG_BY_IDLE, FG_BY_OOM, FG_BY_COLLECT, FG_BY_GROWTH,
+                               FG_BY_TAKEOVER } fg_reason_t;
 extern __thread uint8_t _fg_returning;
 extern __thread uint64_t _fg_returned_bytes; /* given back since the scope began (os.c) */
 static inline uint8_t _fg_returning_for(fg_reason_t r) {

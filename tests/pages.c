@@ -101,11 +101,16 @@ static void single_gives_back(void) {
   size_t n = fill(200 * KIB, 3072 * KIB, 3);
   drop(n);
   size_t rss0 = tu_rss();
+  fg_stats_t before = stats();
   void *p = malloc(300 * KIB);
   memset(p, 1, 300 * KIB);
   size_t rss1 = tu_rss();
+  fg_stats_t after = stats();
   CHECKF(rss1 + 2048 * KIB < rss0, "single: taken over, the page gives back its old blocks' pages (RSS %zu -> %zu KiB)",
          rss0 / KIB, rss1 / KIB);
+  uint64_t said = after.returned_takeover_bytes - before.returned_takeover_bytes;
+  CHECKF(said >= 2048 * KIB && said <= 3072 * KIB, "single: the ledger says so (returned_takeover_bytes %llu KiB)",
+         (unsigned long long)(said / KIB));
   free(p);
 }
 
