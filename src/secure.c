@@ -10,6 +10,10 @@
 
 static uint8_t canary_byte, fill_byte;
 static uint64_t canary_word, fill_word;
+/* The fill word twice, for the 16-byte spans: one aligned load where building it from
+ * fill_word took three instructions in each of malloc's and free's paths. */
+typedef uint64_t fill_v2 __attribute__((vector_size(16)));
+static fill_v2 fill_vec;
 
 /* Bounds that keep secure mode's cost per block, not per byte (measured on the lab's
  * workloads: 256 fill bytes checked one by one made a 128 B malloc/free 12x slower). */
@@ -23,6 +27,7 @@ void _fg_secure_init(void) {
   if (fill_byte == canary_byte) fill_byte ^= 0x10;
   fill_word = fill_byte * 0x0101010101010101u;
   canary_word = canary_byte * 0x0101010101010101u;
+  fill_vec = (fill_v2){fill_word, fill_word};
 }
 
 size_t _fg_secure_guard(void) { return _fg_secure_on() ? FG_OS_PAGE : 0; }
@@ -157,40 +162,46 @@ static uint64_t next_random(uint64_t *state) { /* xorshift64* */
  * link; block sizes are multiples of 8), written and checked as at most four 16-byte spans that
  * overlap where the block is shorter: no loop, whatever the size (a loop of bsize / 8 words
  * was a fifth of secure mode's instructions on small C++ objects). */
-typedef uint64_t fill_v2 __attribute__((vector_size(16)));
-
 static inline fill_v2 load128(const uint8_t *a) {
   fill_v2 v;
   memcpy(&v, a, 16);
   return v;
 }
 
+/* Blocks of FILL_MAX or more (the common case) take the spans at fixed offsets: no min, no
+ * address arithmetic. Shorter ones: [8, n) as spans at 8, 24, n - 32, n - 16, or 8 and n - 16. */
 static inline void fill_free(uint8_t *block, size_t bsize) {
-  size_t n = bsize < FILL_MAX ? bsize : FILL_MAX;
-  fill_v2 f = {fill_word, fill_word};
-  if (fg_likely(n >= 40)) { /* [8, n): at 8, 24, n - 32, n - 16 */
+  fill_v2 f = fill_vec;
+  if (fg_likely(bsize >= FILL_MAX)) {
+    _Static_assert(FILL_MAX == 64, "the spans below cover [8, 64)");
     memcpy(block + 8, &f, 16);
     memcpy(block + 24, &f, 16);
-    memcpy(block + n - 32, &f, 16);
-    memcpy(block + n - 16, &f, 16);
-  } else if (n >= 24) {
+    memcpy(block + 32, &f, 16);
+    memcpy(block + 48, &f, 16);
+  } else if (bsize >= 40) {
     memcpy(block + 8, &f, 16);
-    memcpy(block + n - 16, &f, 16);
-  } else if (n == 16) {
+    memcpy(block + 24, &f, 16);
+    memcpy(block + bsize - 32, &f, 16);
+    memcpy(block + bsize - 16, &f, 16);
+  } else if (bsize >= 24) {
+    memcpy(block + 8, &f, 16);
+    memcpy(block + bsize - 16, &f, 16);
+  } else if (bsize == 16) {
     store64(block + 8, fill_word);
   }
 }
 
 static inline bool fill_intact(const uint8_t *block, size_t bsize) {
-  size_t n = bsize < FILL_MAX ? bsize : FILL_MAX;
-  fill_v2 f = {fill_word, fill_word}, d;
-  if (fg_likely(n >= 40))
-    d = (load128(block + 8) ^ f) | (load128(block + 24) ^ f) | (load128(block + n - 32) ^ f) |
-        (load128(block + n - 16) ^ f);
-  else if (n >= 24)
-    d = (load128(block + 8) ^ f) | (load128(block + n - 16) ^ f);
+  fill_v2 f = fill_vec, d;
+  if (fg_likely(bsize >= FILL_MAX))
+    d = (load128(block + 8) ^ f) | (load128(block + 24) ^ f) | (load128(block + 32) ^ f) | (load128(block + 48) ^ f);
+  else if (bsize >= 40)
+    d = (load128(block + 8) ^ f) | (load128(block + 24) ^ f) | (load128(block + bsize - 32) ^ f) |
+        (load128(block + bsize - 16) ^ f);
+  else if (bsize >= 24)
+    d = (load128(block + 8) ^ f) | (load128(block + bsize - 16) ^ f);
   else
-    return n < 16 || load64(block + 8) == fill_word;
+    return bsize < 16 || load64(block + 8) == fill_word;
   return (d[0] | d[1]) == 0;
 }
 
@@ -213,23 +224,35 @@ static const uint8_t run_orders[24] = {0xe4, 0xb4, 0xd8, 0x78, 0x9c, 0x6c, 0xe1,
                                        0xd2, 0x72, 0xc6, 0x36, 0x4e, 0x1e, 0x93, 0x63, 0x87, 0x27, 0x4b, 0x1b};
 _Static_assert(SHUFFLE_RUN == 4, "run_orders holds the orders of 4 blocks");
 
+/* The fill of n new blocks, in a pass of its own: the loop has one block size, so the
+ * compiler takes fill_free's case out of it (unswitched at -O3); inside the shuffled linking
+ * loop, the case and each block's address cost the carve 26 instructions a block against
+ * plain mode's 7 (callgrind, FIFO of 16 B blocks, which carves every block again each round). */
+static void fill_new(uint8_t *b, size_t bsize, uint32_t n) {
+  for (uint8_t *end = b + (size_t)n * bsize; b < end; b += bsize) fill_free(b, bsize);
+}
+
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   size_t bsize = page->block_size;
   uint64_t state = page->key ^ ((uint64_t)page->capacity << 32) ^ (uintptr_t)first;
   if (state == 0) state = 1;
+  fill_new(first, bsize, n);
   fg_link_t head = _fg_head_link(page, page->free);
+  uintptr_t key = page->key;
+  /* A block's offset in its run by index, so that a block costs a load and no multiply. */
+  const size_t at[SHUFFLE_RUN] = {0, bsize, 2 * bsize, 3 * bsize};
   for (uint32_t r = (n - 1) / SHUFFLE_RUN * SHUFFLE_RUN;; r -= SHUFFLE_RUN) {
     /* A short last run takes the order of its m blocks from a run of 4's, skipping the rest:
      * uniform too. */
     uint32_t m = n - r < SHUFFLE_RUN ? n - r : SHUFFLE_RUN;
     uint32_t order = run_orders[((next_random(&state) >> 32) * 24) >> 32];
+    uint8_t *run = first + (size_t)r * bsize;
     for (uint32_t k = 0; k < SHUFFLE_RUN; k++, order >>= 2) {
       uint32_t i = order & 3;
-      if (i >= m) continue;
-      uint8_t *b = first + (size_t)(r + i) * bsize;
-      fill_free(b, bsize);
+      if (fg_unlikely(i >= m)) continue;
+      uint8_t *b = run + at[i];
       ((fg_block_t *)b)->next = head;
-      head = _fg_link(page, b);
+      head = ((uintptr_t)b + FG_LINK_TAG) ^ key; /* _fg_link, the key kept in a register */
     }
     if (r == 0) break;
   }
@@ -238,7 +261,14 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
 
 /* ---- what hooks.c calls, and malloc and free for secure mode alone ------------------------- */
 
-static fg_noinline fg_cold void write_after_free(const void *b) { _fg_misuse("write after free", b); }
+/* Reached by tail calls from malloc's path (_fg_secure_popped): a call to a function known not
+ * to return needs an aligned stack, which cost that path a frame of its own (2 instructions a
+ * malloc). It returns only for b == NULL, which never comes here, so that the compiler does
+ * not find it noreturn. */
+static fg_noinline fg_cold void *write_after_free(const void *b) {
+  if (b != NULL) _fg_misuse("write after free", b);
+  return NULL;
+}
 
 static fg_noinline fg_cold void overflow(const void *p) {
   _fg_misuse("heap buffer overflow (canary after the block)", p);
@@ -302,8 +332,10 @@ size_t _fg_secure_requested(const void *p) {
 
 /* ---- secure mode alone: malloc's fast path and free's own path ------------------------------ */
 
-static fg_noinline fg_cold void corrupted_list(const void *p) {
-  _fg_misuse("corrupted free list (a write after free into its link)", p);
+/* As write_after_free: a tail call, not found noreturn. */
+static fg_noinline fg_cold void *corrupted_list(const void *p) {
+  if (p != NULL) _fg_misuse("corrupted free list (a write after free into its link)", p);
+  return NULL;
 }
 
 void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
@@ -315,10 +347,10 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
   page->free = head;
   if (fg_unlikely(!_fg_link_nil_plain(head)) &&
       fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)_fg_block_plain(head) - page->start))))
-    corrupted_list(p);
+    return corrupted_list(p);
   uint8_t *b = p;
   size_t bsize = page->block_size;
-  if (fg_unlikely(!fill_intact(b, bsize))) write_after_free(b);
+  if (fg_unlikely(!fill_intact(b, bsize))) return write_after_free(b);
   page->requested[_fg_block_index(page, (size_t)(b - page->start))] = (uint32_t)size + 1;
   canary_arm(b + size, b + bsize);
   return p;
@@ -340,8 +372,11 @@ void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v) {
   size_t off = (size_t)(b - page->start), bsize = page->block_size;
   if (fg_unlikely(page->heap != _fg_heap() || (page->used & FG_USED_SECURE) == 0)) goto checked;
   if (fg_unlikely(sized && _fg_wrong_size(size, bsize))) goto checked;
-  if (fg_unlikely(!_fg_block_carved_own(page, off))) goto checked; /* aligned, or a misuse */
-  uint32_t *slot = &page->requested[_fg_block_index(page, off)];
+  /* One multiply for both: its low half is _fg_block_carved_own's test, its high half
+   * _fg_block_index. */
+  unsigned __int128 prod = (unsigned __int128)off * page->magic;
+  if (fg_unlikely((uint64_t)prod >= *(const uint64_t *)&page->carved_limit)) goto checked; /* aligned, or a misuse */
+  uint32_t *slot = &page->requested[(size_t)(prod >> 64)];
   uint32_t stored = *slot;
   if (fg_unlikely(stored == 0)) goto checked; /* freed already (a double free), or never armed */
   if (fg_unlikely(!canary_intact(b + stored - 1, b + bsize))) overflow(p);
