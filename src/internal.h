@@ -375,6 +375,15 @@ size_t _fg_hook_free(void *p);             /* before the raw free; returns the r
 /* Secure mode without the ledger: small blocks skip the hooks above, malloc and free call
  * secure.c where they hold the block's page (see hooks.c). */
 static inline bool _fg_secure_alone(void) { return (_fg_mode & FG_MODE_SECURE_FAST) != 0; }
+/* Secure mode alone: the bytes to allocate for a request of `size` on its hooked paths (a
+ * fast-path miss, calloc, realloc), so that they use the class malloc's fast path does for the
+ * same size: that of its direct-table word plus one byte (page.c's direct_words_secure), which
+ * leaves at least 8 canary bytes. With the request + 1 alone, a size one below a class size
+ * (1 to 7, 23, 1023...) took a class of its own that the direct table never pointed at, and
+ * every malloc of it missed the fast path. Above the table: the request + 1. */
+static inline size_t _fg_secure_size(size_t size) {
+  return size <= FG_DIRECT_MAX ? ((size + 7) & ~(size_t)7) + 1 : size + 1;
+}
 size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
 
 /* ---- stacks.c: call stacks, captured, interned and named ---------------------------------- */

@@ -127,24 +127,35 @@ static inline void store64(uint8_t *a, uint64_t w) { memcpy(a, &w, 8); }
  * size leave fewer than 16 bytes.) */
 static inline uint64_t canary_mask(size_t room) { return room > 0 ? ~(uint64_t)0 << (8 * (8 - room)) : 0; }
 
+/* The second word: at after + 8, or ending at the block's end if that is nearer (fewer than
+ * 16 bytes left). A min of two addresses, where the same choice made from `room` cost 3
+ * instructions more on each side. */
+static inline uint8_t *canary_second(uint8_t *after, uint8_t *end) {
+  return after + 8 < end - 8 ? after + 8 : end - 8;
+}
+
+/* With at least 8 bytes left, as malloc's fast path always has (page.c's direct table points a
+ * class up in secure mode). */
+static inline void canary_arm_word(uint8_t *after, uint8_t *end) {
+  store64(after, canary_word);
+  store64(canary_second(after, end), canary_word);
+}
+
 static inline void canary_arm(uint8_t *after, uint8_t *end) {
-  size_t room = (size_t)(end - after);
-  if (fg_likely(room >= 8)) {
-    store64(after, canary_word);
-    store64(room >= CANARY_MAX ? after + 8 : end - 8, canary_word);
+  if (fg_likely(after <= end - 8)) {
+    canary_arm_word(after, end);
     return;
   }
-  uint64_t mask = canary_mask(room);
+  uint64_t mask = canary_mask((size_t)(end - after));
   store64(end - 8, (load64(end - 8) & ~mask) | (canary_word & mask));
 }
 
 static inline bool canary_intact(const uint8_t *after, const uint8_t *end) {
-  size_t room = (size_t)(end - after);
-  if (fg_likely(room >= 8)) {
-    uint64_t a = load64(after), b = load64(room >= CANARY_MAX ? after + 8 : end - 8);
+  if (fg_likely(after <= end - 8)) {
+    uint64_t a = load64(after), b = load64(canary_second((uint8_t *)after, (uint8_t *)end));
     return ((a ^ canary_word) | (b ^ canary_word)) == 0;
   }
-  return ((load64(end - 8) ^ canary_word) & canary_mask(room)) == 0;
+  return ((load64(end - 8) ^ canary_word) & canary_mask((size_t)(end - after))) == 0;
 }
 
 /* ---- new blocks: filled like freed ones, handed out in shuffled order ------------------------- */
@@ -352,7 +363,7 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
   size_t bsize = page->block_size;
   if (fg_unlikely(!fill_intact(b, bsize))) return write_after_free(b);
   page->requested[_fg_block_index(page, (size_t)(b - page->start))] = (uint32_t)size + 1;
-  canary_arm(b + size, b + bsize);
+  canary_arm_word(b + size, b + bsize); /* the direct table left it 8 bytes at least */
   return p;
 }
 
