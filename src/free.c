@@ -109,6 +109,8 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   }
 }
 
+void _fg_free_other(fg_page_t *page, void *p) { free_remote(_fg_segment_of(p), page, p, false); }
+
 static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
 /* A flagged page (FG_USED_SLOW) after a free: out of the full list, and retired if empty. */

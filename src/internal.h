@@ -340,6 +340,10 @@ void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
+/* An unsized free of p, a pointer of frugal's whose page (page: _fg_page_of, any kind) is not
+ * this thread's: what _fg_free_raw does then, without finding the segment and page again
+ * (secure mode's frees of other threads' blocks). */
+void _fg_free_other(fg_page_t *page, void *p);
 
 /* ---- secure.c: hardened mode ----------------------------------------------------------------- */
 void _fg_secure_init(void);
@@ -356,13 +360,11 @@ void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p);
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
 /* Secure mode alone, small blocks of the thread's secure pages (FG_USED_SECURE): p was just
  * popped by malloc's fast path for `size` (its page's direct-table words leave at least 8
- * bytes after any size: see page.c's _fg_direct_words), or is about to be pushed by free, a
- * carved block start. _fg_secure_release returns false when p has no request stored (freed
- * already, or handed out unarmed): the caller takes the checked path. */
+ * bytes after any size: see page.c's _fg_direct_words); checked and armed, returned. */
 void *_fg_secure_popped(fg_page_t *page, void *p, size_t size);
 /* free() in secure mode alone, of a pointer of frugal's (v: its segment-map byte, hooked):
- * small blocks of this thread's secure pages are checked and pushed there, the rest go to
- * _fg_free_raw's checked path. */
+ * small blocks of this thread's secure pages are checked and pushed there, other threads'
+ * go to _fg_free_other, the rest to _fg_free_raw's checked path. */
 void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v);
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
