@@ -356,6 +356,10 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
    * would otherwise hand out. */
   fg_link_t head = _fg_link_head(page, page->free);
   page->free = head;
+  /* The next pop reads head's link: what alloc.c's pop prefetches, but decoded (the pop's
+   * own prefetch saw the encoded link, an address of nothing). Python under PYTHONMALLOC=malloc
+   * spent 10.5 % of its time in fg_malloc in secure mode, 7.6 % in plain, on that miss. */
+  __builtin_prefetch(_fg_block_plain(head));
   if (fg_unlikely(!_fg_link_nil_plain(head)) &&
       fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)_fg_block_plain(head) - page->start))))
     return corrupted_list(p);
