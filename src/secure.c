@@ -243,6 +243,13 @@ static void fill_new(uint8_t *b, size_t bsize, uint32_t n) {
   for (uint8_t *end = b + (size_t)n * bsize; b < end; b += bsize) fill_free(b, bsize);
 }
 
+/* A new block linked in front of `head`: _fg_link with the page's key in a register (the
+ * block's store could alias page->key, which the compiler would load again each time). */
+static inline fg_link_t link_new(uint8_t *b, fg_link_t head, uintptr_t key) {
+  ((fg_block_t *)b)->next = head;
+  return ((uintptr_t)b + FG_LINK_TAG) ^ key;
+}
+
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   size_t bsize = page->block_size;
   uint64_t state = page->key ^ ((uint64_t)page->capacity << 32) ^ (uintptr_t)first;
@@ -252,18 +259,17 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   uintptr_t key = page->key;
   /* A block's offset in its run by index, so that a block costs a load and no multiply. */
   const size_t at[SHUFFLE_RUN] = {0, bsize, 2 * bsize, 3 * bsize};
-  for (uint32_t r = (n - 1) / SHUFFLE_RUN * SHUFFLE_RUN;; r -= SHUFFLE_RUN) {
-    /* A short last run takes the order of its m blocks from a run of 4's, skipping the rest:
-     * uniform too. */
-    uint32_t m = n - r < SHUFFLE_RUN ? n - r : SHUFFLE_RUN;
+  /* The last run first: it may be short (m blocks), and takes the order of its m blocks from a
+   * run of 4's, skipping the rest: uniform too. The full runs after it need no such test. */
+  uint32_t r = (n - 1) / SHUFFLE_RUN * SHUFFLE_RUN, m = n - r;
+  for (;; r -= SHUFFLE_RUN, m = SHUFFLE_RUN) {
     uint32_t order = run_orders[((next_random(&state) >> 32) * 24) >> 32];
     uint8_t *run = first + (size_t)r * bsize;
-    for (uint32_t k = 0; k < SHUFFLE_RUN; k++, order >>= 2) {
-      uint32_t i = order & 3;
-      if (fg_unlikely(i >= m)) continue;
-      uint8_t *b = run + at[i];
-      ((fg_block_t *)b)->next = head;
-      head = ((uintptr_t)b + FG_LINK_TAG) ^ key; /* _fg_link, the key kept in a register */
+    if (fg_likely(m == SHUFFLE_RUN)) {
+      for (uint32_t k = 0; k < SHUFFLE_RUN; k++, order >>= 2) head = link_new(run + at[order & 3], head, key);
+    } else {
+      for (uint32_t k = 0; k < SHUFFLE_RUN; k++, order >>= 2)
+        if ((order & 3) < m) head = link_new(run + at[order & 3], head, key);
     }
     if (r == 0) break;
   }
