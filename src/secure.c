@@ -131,6 +131,7 @@ static inline uint64_t canary_mask(size_t room) { return room > 0 ? ~(uint64_t)0
  * 16 bytes left). A min of two addresses, where the same choice made from `room` cost 3
  * instructions more on each side. */
 static inline uint8_t *canary_second(uint8_t *after, uint8_t *end) {
+  _Static_assert(CANARY_MAX == 16, "the canary is two words");
   return after + 8 < end - 8 ? after + 8 : end - 8;
 }
 
@@ -180,7 +181,8 @@ static inline fill_v2 load128(const uint8_t *a) {
 }
 
 /* Blocks of FILL_MAX or more (the common case) take the spans at fixed offsets: no min, no
- * address arithmetic. Shorter ones: [8, n) as spans at 8, 24, n - 32, n - 16, or 8 and n - 16. */
+ * address arithmetic. Shorter ones: [8, bsize) as spans at 8, 24, bsize - 32 and bsize - 16,
+ * or at 8 and bsize - 16. */
 static inline void fill_free(uint8_t *block, size_t bsize) {
   fill_v2 f = fill_vec;
   if (fg_likely(bsize >= FILL_MAX)) {
