@@ -365,7 +365,7 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size);
 /* free() in secure mode alone, of a pointer of frugal's (v: its segment-map byte, hooked):
  * small blocks of this thread's secure pages are checked and pushed there, other threads'
  * go to _fg_free_other, the rest to _fg_free_raw's checked path. */
-void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v);
+void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v);
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
 

@@ -389,7 +389,7 @@ static fg_noinline void page_freed(fg_page_t *page) {
   _fg_page_unflag(page);
 }
 
-void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v) {
+void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v) {
   uint8_t *b = p;
   fg_page_t *page = _fg_page_at(_fg_segment_of(p), p, v & ~FG_SEGMAP_HOOKED);
   size_t off = (size_t)(b - page->start), bsize = page->block_size;
