@@ -57,15 +57,17 @@ static fg_noinline void *malloc_hooked(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  size_t want = size + _fg_hook_pad();
   if (fg_likely(_fg_secure_alone()) && size < FG_CLASS_MAX) { /* the page in hand: see hooks.c */
-    fg_page_t *page = _fg_heap()->queues[_fg_class_of(size + 1)].first;
+    want = _fg_secure_size(size);
+    fg_page_t *page = _fg_heap()->queues[_fg_class_of(want)].first;
     if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) {
       void *b = page_pop(page);
       _fg_secure_arm(page, b, size);
       return b;
     }
   }
-  void *p = malloc_core(size + _fg_hook_pad());
+  void *p = malloc_core(want);
   if (p != NULL) _fg_hook_alloc(p, size);
   return p;
 }

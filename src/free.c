@@ -109,6 +109,8 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   }
 }
 
+void _fg_free_other(fg_page_t *page, void *p) { free_remote(_fg_segment_of(p), page, p, false); }
+
 static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
 /* A free left the page's used word at 0 or below: the page is empty, or flagged
@@ -261,8 +263,10 @@ static fg_noinline void free_hooked(void *p, size_t size, bool sized, uint8_t v)
 /* v: p's segment-map byte (0: NULL or not ours). Secure mode alone has its own path for
  * pointers of frugal's (secure.c: small blocks of this thread's pages checked and pushed,
  * their page in hand), which comes back to _fg_free_raw for the rest. Tail calls only: a
- * frame here cost secure mode 12 instructions a free. */
-static fg_noinline void free_unusual(void *p, size_t size, bool sized, uint8_t v) {
+ * frame here cost secure mode 12 instructions a free. `sized` and `v` as unsigned: passed on
+ * as bool and uint8_t, each cost a zero-extension before the jump (free_impl's byte load
+ * extends v already). */
+static fg_noinline void free_unusual(void *p, size_t size, unsigned sized, unsigned v) {
   if (p == NULL) return; /* free(NULL) is common: first */
   if (_fg_secure_alone() && v != 0) {
     _fg_secure_free_small(p, size, sized, v);

@@ -341,6 +341,10 @@ void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */
 void _fg_free_raw(void *p, bool sized, size_t size);
+/* An unsized free of p, a pointer of frugal's whose page (page: _fg_page_of, any kind) is not
+ * this thread's: what _fg_free_raw does then, without finding the segment and page again
+ * (secure mode's frees of other threads' blocks). */
+void _fg_free_other(fg_page_t *page, void *p);
 
 /* ---- secure.c: hardened mode ----------------------------------------------------------------- */
 void _fg_secure_init(void);
@@ -357,14 +361,12 @@ void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p);
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n); /* fill + shuffle new blocks */
 /* Secure mode alone, small blocks of the thread's secure pages (FG_USED_SECURE): p was just
  * popped by malloc's fast path for `size` (its page's direct-table words leave at least 8
- * bytes after any size: see page.c's _fg_direct_words), or is about to be pushed by free, a
- * carved block start. _fg_secure_release returns false when p has no request stored (freed
- * already, or handed out unarmed): the caller takes the checked path. */
+ * bytes after any size: see page.c's _fg_direct_words); checked and armed, returned. */
 void *_fg_secure_popped(fg_page_t *page, void *p, size_t size);
 /* free() in secure mode alone, of a pointer of frugal's (v: its segment-map byte, hooked):
- * small blocks of this thread's secure pages are checked and pushed there, the rest go to
- * _fg_free_raw's checked path. */
-void _fg_secure_free_small(void *p, size_t size, bool sized, uint8_t v);
+ * small blocks of this thread's secure pages are checked and pushed there, other threads'
+ * go to _fg_free_other, the rest to _fg_free_raw's checked path. */
+void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v);
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
 void _fg_secure_guard_mapping(void *base, size_t mapped);
 
@@ -376,6 +378,15 @@ size_t _fg_hook_free(void *p);             /* before the raw free; returns the r
 /* Secure mode without the ledger: small blocks skip the hooks above, malloc and free call
  * secure.c where they hold the block's page (see hooks.c). */
 static inline bool _fg_secure_alone(void) { return (_fg_mode & FG_MODE_SECURE_FAST) != 0; }
+/* Secure mode alone: the bytes to allocate for a request of `size` on its hooked paths (a
+ * fast-path miss, calloc, realloc), so that they use the class malloc's fast path does for the
+ * same size: that of its direct-table word plus one byte (page.c's direct_words_secure), which
+ * leaves at least 8 canary bytes. With the request + 1 alone, a size one below a class size
+ * (1 to 7, 23, 1023...) took a class of its own that the direct table never pointed at, and
+ * every malloc of it missed the fast path. Above the table: the request + 1. */
+static inline size_t _fg_secure_size(size_t size) {
+  return size <= FG_DIRECT_MAX ? ((size + 7) & ~(size_t)7) + 1 : size + 1;
+}
 size_t _fg_hook_requested(const void *p);  /* the request of a live block (SIZE_MAX: unknown) */
 
 /* ---- stacks.c: call stacks, captured, interned and named ---------------------------------- */

@@ -72,6 +72,79 @@ static void ordinary_use(void *arg) {
   free(c);
 }
 
+/* ---- every size: the canary and the fill where each class puts them -------------------------- */
+
+typedef enum { SWEEP_FIRST, SWEEP_FAST, SWEEP_ALIGNED } sweep_how_t;
+
+typedef struct sweep_s {
+  size_t size;
+  size_t at; /* canary: bytes past the request; fill: offset in the freed block */
+  sweep_how_t how; /* a class's first block (from the slow path), a later one (malloc's fast
+                    * path), or one from aligned_alloc (the hooked path, any size) */
+} sweep_t;
+
+static void sweep_overflow(void *arg) {
+  const sweep_t *w = arg;
+  if (w->how == SWEEP_FAST) free(tu_ptr(malloc(w->size))); /* the class's page made: the next one is popped */
+  unsigned char *p = tu_ptr(w->how == SWEEP_ALIGNED ? aligned_alloc(64, w->size) : malloc(w->size));
+  p[w->size + w->at] ^= 0x5a; /* whatever the canary byte is, it differs now */
+  free(p);
+}
+
+static void sweep_after_free(void *arg) {
+  const sweep_t *w = arg;
+  unsigned char *p = tu_ptr(malloc(w->size));
+  free(p);
+  p[w->at] ^= 0x5a;
+  for (int i = 0; i < 100; i++) free(tu_ptr(malloc(w->size))); /* p comes back: caught then */
+}
+
+/* One child per case, each expected to die with the report named. */
+static long sweep(void (*fn)(void *), sweep_t *w, const char *words) {
+  tu_child_t c;
+  bool ran = tu_run_child(fn, w, 20, &c);
+  if (ran && tu_child_signalled(&c, SIGABRT) && strstr(c.err, words) != NULL) return 0;
+  char how[64];
+  static const char *const hows[] = {"first block", "fast path", "aligned"};
+  check_note("  missed: size %zu, offset %zu, %s (%s)", w->size, w->at, hows[w->how], tu_child_how(&c, how, sizeof how));
+  return 1;
+}
+
+/* Every request size to 1100 B (the direct table's, whose classes leave 8 canary bytes at
+ * least, and past it): a write into the first byte after the request, and into the eighth for
+ * the direct table's sizes, is caught on free, whether the block is its class's first (the
+ * slow path) or a later one (malloc's fast path); and one into the first and the last byte of the freed block's fill (bytes 8 to 64
+ * at most of the request) when the block is handed out again. */
+static void sweep_sizes(void) {
+  long missed_canary = 0, missed_fill = 0, cases = 0;
+  for (size_t n = 0; n <= 1100; n++) {
+    for (int how = SWEEP_FIRST; how <= SWEEP_FAST; how++) {
+      sweep_t w = {n, 0, (sweep_how_t)how};
+      missed_canary += sweep(sweep_overflow, &w, "heap buffer overflow"), cases++;
+      if (n <= 1024) {
+        w.at = 7;
+        missed_canary += sweep(sweep_overflow, &w, "heap buffer overflow"), cases++;
+      }
+    }
+    if (n % 8 == 3) { /* any size: at least 1 canary byte */
+      sweep_t w = {n, 0, SWEEP_ALIGNED};
+      missed_canary += sweep(sweep_overflow, &w, "heap buffer overflow"), cases++;
+    }
+    if (n > 8) {
+      size_t last = (n < 64 ? n : 64) - 1;
+      sweep_t f = {n, 8, SWEEP_FIRST};
+      missed_fill += sweep(sweep_after_free, &f, "write after free"), cases++;
+      f.at = last;
+      missed_fill += sweep(sweep_after_free, &f, "write after free"), cases++;
+    }
+  }
+  CHECKF(missed_canary == 0, "every size to 1100 B: a write just past the request, and 7 past it, is caught (%ld missed)",
+         missed_canary);
+  CHECKF(missed_fill == 0, "every size to 1100 B: a write after free at the fill's first and last byte is caught (%ld missed)",
+         missed_fill);
+  check_note("  %ld cases, one child each", cases);
+}
+
 typedef struct death_s {
   const char *name;
   void (*fn)(void *);
@@ -106,6 +179,8 @@ int main(void) {
   CHECKF(tu_run_child(ordinary_use, NULL, 60, &ok) && tu_child_exited_ok(&ok) && ok.err_len == 0,
          "ordinary malloc/realloc/calloc/free under secure mode: exits 0, no frugal line (%s)",
          tu_child_how(&ok, how, sizeof how));
+
+  sweep_sizes();
 
   char *p = tu_ptr(malloc(100));
   CHECK("malloc_usable_size is the request: the rest is the canary's", malloc_usable_size(p) == 100);
