@@ -121,6 +121,11 @@ typedef struct {
 } pieces_t;
 #define PIECES_AT ((sizeof(fg_segment_t) + sizeof(fg_page_t) + 15) & ~(size_t)15)
 _Static_assert(PIECES_AT + sizeof(pieces_t) <= FG_OS_PAGE, "a large block's header page holds its pieces");
+/* Where a block's bytes start (alignments up to this need nothing more): in its header's page,
+ * behind the pieces, so that a program that writes a block's first bytes has one page
+ * resident less than with the bytes starting on the next page (the lab's 8 threads of 1,000
+ * live 1 MiB blocks written at both ends: 3 pages a block, glibc's 2). */
+#define USER_AT ((PIECES_AT + sizeof(pieces_t) + 63) & ~(size_t)63)
 
 static pieces_t *pieces(fg_segment_t *s) { return (pieces_t *)((uint8_t *)s + PIECES_AT); }
 
@@ -516,8 +521,8 @@ void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t offset = align > FG_OS_PAGE ? align : FG_OS_PAGE; /* the header's page */
-  size_t need = offset + fg_align_up(size, FG_OS_PAGE) + _fg_secure_guard();
+  size_t offset = align > FG_OS_PAGE ? align : align > 64 ? fg_align_up(USER_AT, align) : USER_AT;
+  size_t need = fg_align_up(offset + size, FG_OS_PAGE) + _fg_secure_guard();
   fg_heap_t *heap = own_heap(true); /* a thread of large blocks only caches them too */
   if (heap != NULL) /* for the decay passes: the cache is in use (owner-written: no locked add) */
     atomic_store_explicit(&heap->large_requests, atomic_load_explicit(&heap->large_requests, memory_order_relaxed) + 1,
@@ -677,7 +682,7 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
   large_check(s, p);
   size_t usable = s->mapped - s->large_offset - _fg_secure_guard(), old = s->mapped;
   if (size <= usable && size >= usable / 2) {
-    size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
+    size_t want = fg_align_up(s->large_offset + size, FG_OS_PAGE);
     if ((s->mapped - want) * 8 > s->mapped) {
       shrink(s, want);
       live_resized(s, old);
@@ -685,7 +690,7 @@ void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
     return p;
   }
   if (size > usable && size <= FG_MAX_ALLOC) {
-    size_t want = s->large_offset + fg_align_up(size, FG_OS_PAGE);
+    size_t want = fg_align_up(s->large_offset + size, FG_OS_PAGE);
     fg_segment_t *t = grow_in_place(s, want) ? s : move_live(s, want);
     if (t != NULL) {
       _fg_count(FG_C_fresh_large_bytes, want - old);

@@ -9,6 +9,7 @@
  *     page faults), and blocks so built keep their contents through realloc, reuse and cuts;
  *   - random big blocks replaced in turn fault in little more than their live peak;
  *   - fg_collect(true) gives every cached block back at once;
+ *   - a block's first bytes share its header's page: written there, it has one page resident;
  *   - two threads mapping blocks side by side each claim their own address range (os.c's
  *     hint), rather than both trying the same one and the loser over-mapping and trimming;
  *   - with FRUGAL_DECAY_MS=50 (a child runs with it), cached blocks go back to the OS by
@@ -400,6 +401,25 @@ static void threads_map_side_by_side(void) {
          (unsigned long long)unmaps);
 }
 
+/* 256 blocks of 1 MiB, each written at its first byte: one page resident apiece (the header's,
+ * which the block's first bytes share), not two. Fresh mappings: the cache is empty here. */
+static void first_bytes_share_the_header(void) {
+  enum { N = 256 };
+  static char *p[N];
+  size_t rss0 = tu_rss();
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(MIB);
+    if (p[i] != NULL) p[i][0] = 1;
+  }
+  size_t rss1 = tu_rss(), grew = rss1 > rss0 ? rss1 - rss0 : 0;
+  bool all = true;
+  for (int i = 0; i < N; i++) all &= p[i] != NULL, free(p[i]);
+  fg_collect(true);
+  check_note("first bytes: %d blocks of 1 MiB written at their start: RSS +%zu KiB", N, grew / 1024);
+  CHECKF(all && grew <= N * 4096 * 3 / 2, "first bytes: one page resident a block (RSS +%zu KiB for %d blocks)",
+         grew / 1024, N);
+}
+
 static bool run_decay_child(void) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -424,6 +444,7 @@ int main(int argc, char **argv) {
   thread_cache();
   consumer_keeps_nothing();
   collect_all();
+  first_bytes_share_the_header();
   threads_map_side_by_side();
   fflush(stdout);
   CHECK("a child with FRUGAL_DECAY_MS=50 passed its check (above)", run_decay_child());
