@@ -319,8 +319,9 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
  * ones are carved: carving commits memory the class has not touched yet. Seed 1's process
  * (blocks of 100 B to 100 KiB freed at random) carved every page of its classes to the end
  * while other pages of the class held free blocks: 456 KiB resident for a peak of 297 KiB
- * live. The walk passes over no more pages than before: a page with free blocks ends it, and
- * a page with no free block and room left is what it was looking for before. */
+ * live. Past the page with room (one at most: a fresh page starts only when none has), the
+ * walk goes on to the pages behind it; each has a free block, which ends the walk, or is
+ * exhausted and leaves for the full list, as a later walk would have moved it. */
 static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   if (atomic_load_explicit(&heap->delayed_free, memory_order_relaxed) != NULL) free_delayed(heap);
   fg_page_queue_t *q = &heap->queues[c];

@@ -101,7 +101,8 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
       if (tail > 0) os_unmap((void *)(aligned + size), tail);
       p = (void *)aligned;
       /* Down only: a mapping the kernel placed above the hint sits in a gap among earlier
-       * ones, where the next claims would fail again. */
+       * ones, where the next claims would fail again. A failed claim has moved the hint below
+       * what was in its way already, so the next one tries further down. */
       uintptr_t h = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
       while ((h == 0 || aligned < h) &&
              !atomic_compare_exchange_weak_explicit(&aligned_hint, &h, aligned, memory_order_relaxed, memory_order_relaxed)) {
