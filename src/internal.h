@@ -189,9 +189,9 @@ void _fg_segment_unlock_all(void);
 static inline fg_block_t *_fg_list_end(const fg_page_t *page) {
   return (fg_block_t *)((uintptr_t)page & ~(uintptr_t)FG_SEGMENT_MASK);
 }
-static inline fg_link_t _fg_link(const fg_page_t *page, const void *b) {
-  return ((uintptr_t)b + FG_LINK_TAG) ^ page->key;
-}
+/* The link to b under a page's key (a caller that links many blocks keeps the key in hand). */
+static inline fg_link_t _fg_link_key(uintptr_t key, const void *b) { return ((uintptr_t)b + FG_LINK_TAG) ^ key; }
+static inline fg_link_t _fg_link(const fg_page_t *page, const void *b) { return _fg_link_key(page->key, b); }
 static inline fg_block_t *_fg_block(const fg_page_t *page, fg_link_t l) {
   return (fg_block_t *)((l ^ page->key) - FG_LINK_TAG);
 }

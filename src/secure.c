@@ -249,7 +249,7 @@ static void fill_new(uint8_t *b, size_t bsize, uint32_t n) {
  * block's store could alias page->key, which the compiler would load again each time). */
 static inline fg_link_t link_new(uint8_t *b, fg_link_t head, uintptr_t key) {
   ((fg_block_t *)b)->next = head;
-  return ((uintptr_t)b + FG_LINK_TAG) ^ key;
+  return _fg_link_key(key, b);
 }
 
 void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
