@@ -368,7 +368,11 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size);
  * go to _fg_free_other, the rest to _fg_free_raw's checked path. */
 void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v);
 size_t _fg_secure_guard(void); /* bytes of guard page at the end of a mapping */
-void _fg_secure_guard_mapping(void *base, size_t mapped);
+void _fg_secure_guard_mapping(void *base, size_t mapped); /* on a fresh mapping's last page */
+/* A cached large block reshaped (large.c): its guard lifted before its pages move, one put
+ * back at its new end after (dropping that page's memory: a cut block's may be resident). */
+void _fg_secure_guard_lift(void *base, size_t mapped);
+void _fg_secure_guard_seal(void *base, size_t mapped);
 
 /* ---- hooks.c: where a hooked call goes (secure mode, the ledger) ------------------------- */
 /* Bytes a secure allocation asks for beyond the request: room for at least one canary byte. */

@@ -368,6 +368,7 @@ static void cut(fg_segment_t *s, size_t keep, fg_heap_t *heap, fg_large_cache_t 
       pieces_add(pieces(t), 0, &p, keep, s->mapped);
       t->freed_at = s->freed_at;
       atomic_store_explicit(&t->large_state, FG_LARGE_FREE, memory_order_relaxed);
+      _fg_secure_guard_seal(t, tail); /* s's, lifted by take_nearest */
       cache_put(c, t);
       extra = extra_of(pieces(t));
     } else {
@@ -451,6 +452,7 @@ static fg_segment_t *grow(fg_segment_t *s, size_t need, fg_large_cache_t *c) {
   long left = 0;
   for (uint32_t i = 0; i < n; i++) {
     fg_segment_t *x = d[i].s;
+    _fg_secure_guard_lift(x, x->mapped); /* it moves with x's last pages */
     pieces_t xp = *pieces(x); /* read first: x's header may move */
     size_t end = x->mapped, from = end - d[i].bytes;
     size_t stop = move_range((uint8_t *)x, &xp, from, end, (uint8_t *)t + at);
@@ -460,6 +462,7 @@ static fg_segment_t *grow(fg_segment_t *s, size_t need, fg_large_cache_t *c) {
     if (from >= SPLIT_MIN) { /* its head stays cached, where it is */
       pieces_cut(pieces(x), from);
       x->mapped = from;
+      _fg_secure_guard_seal(x, from);
       cache_put(c, x);
       left += extra_of(pieces(x));
     } else if (from > 0) {
@@ -485,16 +488,16 @@ static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_l
 
 /* ---- allocation and free ---------------------------------------------------------------------- */
 
-/* The nearest cached mapping, the heap's or else the process's, reshaped to `need` bytes. Not
- * in secure mode: its mappings end in a guard page, which mremap cannot carry along. */
+/* The nearest cached mapping, the heap's or else the process's, reshaped to `need` bytes. In
+ * secure mode its guard page is lifted while it is reshaped, and put back at its new end. */
 static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
-  if (_fg_secure_on()) return NULL;
   fg_large_cache_t *c = heap != NULL ? &heap->large_cache : NULL;
   if (c != NULL) _fg_lock(&heap->lock);
   fg_segment_t *s = c != NULL ? cache_take_nearest(c, need) : NULL;
   size_t held = 0, now_held = 0; /* mapped bytes counted live before and after */
   if (s != NULL) {
     held = s->mapped + c->bytes;
+    _fg_secure_guard_lift(s, s->mapped);
     s = reshape(s, need, heap, c);
     now_held = (s != NULL ? s->mapped : 0) + c->bytes;
   }
@@ -505,10 +508,14 @@ static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
     _fg_unlock(&large_lock);
     if (s == NULL) return NULL;
     held = s->mapped;
+    _fg_secure_guard_lift(s, s->mapped);
     s = reshape(s, need, heap, NULL);
     now_held = s != NULL ? s->mapped : 0;
   }
-  if (s != NULL) _fg_count(FG_C_large_cache_reshapes, 1);
+  if (s != NULL) {
+    _fg_secure_guard_seal(s, s->mapped);
+    _fg_count(FG_C_large_cache_reshapes, 1);
+  }
   _fg_lock(&large_lock);
   live_bytes = live_bytes - held + now_held;
   if (live_bytes > live_peak) live_peak = live_bytes;

@@ -36,6 +36,21 @@ void _fg_secure_guard_mapping(void *base, size_t mapped) {
   if (_fg_secure_on()) mprotect((uint8_t *)base + mapped - FG_OS_PAGE, FG_OS_PAGE, PROT_NONE);
 }
 
+/* mremap moves a range of one kernel mapping, and a guard page is a mapping of its own: lifted,
+ * it merges back into the block's last one. So a guard is put back with mprotect, which keeps
+ * the page's place in its mapping, and not sealed with a new one (_fg_os_seal): a block that
+ * had moved did not merge with that again, and every mremap over it failed (EFAULT). */
+void _fg_secure_guard_lift(void *base, size_t mapped) {
+  if (_fg_secure_on()) _fg_os_protect((uint8_t *)base + mapped - FG_OS_PAGE, FG_OS_PAGE, true);
+}
+
+void _fg_secure_guard_seal(void *base, size_t mapped) {
+  if (!_fg_secure_on()) return;
+  uint8_t *page = (uint8_t *)base + mapped - FG_OS_PAGE;
+  _fg_os_purge(page, FG_OS_PAGE); /* it may have been written: resident under PROT_NONE */
+  _fg_os_protect(page, FG_OS_PAGE, false);
+}
+
 /* ---- where a block's request and bounds live ------------------------------------------------- */
 
 typedef struct secure_loc_s {
