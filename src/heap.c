@@ -197,12 +197,27 @@ static void page_release(fg_heap_t *heap, fg_page_t *page) {
  * queue: malloc's fast path may be reading it). sqlite3 building and dropping tables kept
  * 868 empty pages this way: 96 MB peak against glibc's 51. */
 #define KEPT_MAX ((size_t)2 << 20) /* the lab's seed-4 batch: 1,000 x 1 KiB blocks in 16 pages */
+static size_t carved_pages(const fg_page_t *page) {
+  return fg_align_up((size_t)page->capacity * page->block_size, FG_OS_PAGE) / FG_OS_PAGE;
+}
+
+/* What a medium class used, for page_take_empty: the OS pages carved on the page that emptied,
+ * or the class's earlier extent less 1/16, whichever is more (a class that fills a page and
+ * part of another keeps near the full one's; less a quarter, the STL test program faulted
+ * 145 k pages against 42 k). At most 128: a 512 KiB page. */
+static void extent_note(fg_heap_t *heap, const fg_page_t *page) {
+  uint8_t *e = &heap->extent[page->class_idx];
+  size_t now = carved_pages(page), was = *e - *e / 16u;
+  *e = (uint8_t)(now > was ? now : was);
+}
+
 void _fg_heap_page_retire(fg_page_t *page) {
   fg_heap_t *heap = page->heap;
   if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
   fg_page_queue_t *q = &heap->queues[page->class_idx];
   page->freed_at = 0; /* the decay pass stamps it */
   heap->maybe_empty = FG_MAYBE_EMPTY_ALL;
+  if (_fg_class_kind(page->class_idx) == FG_SEG_MEDIUM) extent_note(heap, page);
   if (q->first == page && page->next == NULL) {
     decay_if_due(heap); /* free() counted this lone retire: it is the 16th */
     return;
@@ -259,25 +274,32 @@ static fg_noinline void grew(fg_heap_t *heap) {
  * blocks are committed, so a class that needs a page takes it before a free slot: python3
  * growing dicts and lists through the classes above 64 KiB left each class an empty page, up
  * to a segment of memory apiece, while the next class faulted in a fresh one (peak RSS 158.6
- * against glibc's 145.9 MB; 151 this way). Not medium pages (512 KiB, blocks of 8-64 KiB):
- * passed from class to class, such a page kept resident all that any of them had touched and
- * was never empty long enough to be given back (the threads lab's storm: peak RSS 5.3 -> 9.5
- * MB, 15,000 takeovers; python3 gained 0.4 MB from them). A single page (a segment) gives
- * back what its old blocks covered beyond the new class's first block as it is taken over,
- * for the same reason (storm 5.2-5.4 MB this way, 5.2-6.2 without; python3's quick lab cell
- * 41.0 MiB against 41.2, for 1.5 % more CPU in madvise calls: 342 against 19; the ledger's
- * fresh bytes do not count the pages this faults in again). The queues are looked at only
+ * against glibc's 145.9 MB; 151 this way). What the page's old blocks covered beyond what
+ * the new class is expected to use goes back as it is taken over: for a single page (a
+ * segment), beyond its first block (storm 5.2-5.4 MB this way, 5.2-6.2 without; python3's
+ * quick lab cell 41.0 MiB against 41.2, for 1.5 % more CPU in madvise calls: 342 against 19;
+ * the ledger's fresh bytes do not count the pages this faults in again); for a medium page
+ * (512 KiB, blocks of 8-64 KiB), beyond the extent the class's own pages had when they last
+ * emptied (extent_note). Medium pages were not taken over at first: passed from class to
+ * class, such a page kept resident all that any of them had touched (the threads lab's storm,
+ * 5.2 -> 9.0 MB). Kept each by its own class, they cost the STL test program (3 consumer
+ * threads, each task 51 blocks of one size in 12-20 KiB) 29.5 MB peak RSS for 3.7 MiB live,
+ * glibc 8.6, mimalloc 14.9; taken over, 14.5 MB and 3-40 k page faults as the extent decays
+ * by 1/16 or not at all (kept to the new class's first block: 734 k, sys time 1.0 s against
+ * 0.01), storm 4.9 -> 5.5-5.6 MB (2 threads, medians of 8). The queues are looked at only
  * after a page emptied (a kind's bit in maybe_empty), and only their ends, where retire
  * leaves empty pages. The page remembers its old class, so that a late double free of one
  * of its old blocks is still called one (free.c's misplaced). */
 static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
   fg_segment_kind_t kind = _fg_class_kind(c);
-  if (kind == FG_SEG_MEDIUM || !(heap->maybe_empty & (1u << kind))) return NULL;
+  if (!(heap->maybe_empty & (1u << kind))) return NULL;
   for (size_t o = _fg_kind_first_class(kind); o < _fg_kind_first_class(kind + 1); o++) {
     fg_page_t *page = heap->queues[o].last;
     if (o == c || page == NULL || _fg_page_used(page) != 0) continue;
-    if (kind == FG_SEG_SINGLE) {
+    if (kind != FG_SEG_SMALL) {
       size_t keep = _fg_class_size(c);
+      size_t used = (size_t)heap->extent[c] * FG_OS_PAGE; /* 0 but for medium classes */
+      if (used > keep) keep = used;
       size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
       if (covered > keep) {
         uint8_t was = _fg_returning_for(FG_BY_TAKEOVER);
