@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
-from .allocators import Allocator, discover, with_variants
+from .allocators import EVERY_TIMED_CELL, REPRESENTATIVE_CELLS, Allocator, benched
 from .experiments import EXPERIMENTS, Experiment
 from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
 from .runner import Cell, Job, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
@@ -192,7 +192,7 @@ def run_lab(
     if missing:
         raise FileNotFoundError(f"workloads not built in {bench_dir}: {', '.join(missing)} (run `make`)")
     started = time.time()
-    allocators = with_variants(discover(alloc_spec, build))
+    allocators = benched(alloc_spec, build)
     for a in allocators:
         if a.available:
             problem = probe(a, bench_dir)
@@ -214,7 +214,8 @@ def run_lab(
     for e in exps:
         ctx.work.update(e.calibrate(ctx, probe_cell))
     cells = {e.name: e.cells(ctx) for e in exps}
-    all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx)]
+    variants = [a for a in active if a.variant_of]
+    all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx, variants)]
     serial, parallel = plan(all_cells, active)
     outcomes: dict[tuple[str, str, str], list[tuple[int, Sample]]] = {}
     caps = Caps()
@@ -260,7 +261,8 @@ def run_lab(
                     "decay_source": ctx.decay_source, "repetitions": ctx.reps, "work": ctx.work},
         "allocators": [{"name": a.name, "library": str(a.library) if a.library else None,
                         "available": a.available, "reason": a.reason, "variant_of": a.variant_of,
-                        "env": a.extra_env} for a in allocators],
+                        "env": a.extra_env, "runs_on": a.runs_on if a.variant_of else None}
+                       for a in allocators],
     }
     return lab
 
@@ -291,10 +293,12 @@ class Caps:
         return cap is not None and self.fastest_ms.get((cell.experiment, cell.key), math.inf) < cap / 2
 
 
-def runnable(exp: Experiment, cells: list[Cell], ctx: Context) -> list[Cell]:
-    """The experiment's cells with the mode's timeout, marked where its variants run."""
-    picked = set(exp.variant_cells(ctx))
-    return [replace(c, timeout=TIMEOUTS[ctx.mode], variants=c.key in picked) for c in cells]
+def runnable(exp: Experiment, cells: list[Cell], ctx: Context, variants: Sequence[Allocator]) -> list[Cell]:
+    """The experiment's cells with the mode's timeout, each naming the `variants` that run it
+    too, by where each runs (its `runs_on`)."""
+    on = {REPRESENTATIVE_CELLS: set(exp.variant_cells(ctx)), EVERY_TIMED_CELL: set(exp.timed_cells(ctx))}
+    return [replace(c, timeout=TIMEOUTS[ctx.mode], variants=tuple(v.name for v in variants if c.key in on[v.runs_on]))
+            for c in cells]
 
 
 def parallel_workers(jobs: Sequence[Job]) -> int:
