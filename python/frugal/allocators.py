@@ -26,15 +26,21 @@ KNOWN_LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_ORDER = tuple(KNOWN_LIBRARIES)
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4", "mimalloc": "libmimalloc2.0"}
-# Variants: an allocator's own library with an option on. The lab measures those of
-# LAB_VARIANTS beside their base to price the option (issue #4: what the ledger costs); they
-# come with their base and compete with no one. `frugal compare` runs any of them by name.
+# Variants: an allocator's own library with an option on. The lab measures a variant beside
+# its base to price the option, and it competes with no one: those of LAB_VARIANTS come with
+# their base (issue #4: what the ledger costs), and any is measured when named in --allocators
+# (issue #13: what secure mode costs). `frugal compare` runs any of them by name.
 # The ledger's JSON goes to /dev/null: the cost measured is keeping it, not storing it.
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "frugal+ledger": ("frugal", {"FRUGAL_STATS_FILE": "/dev/null"}),
     "frugal+secure": ("frugal", {"FRUGAL_SECURE": "1"}),
 }
 LAB_VARIANTS = ("frugal+ledger",)
+# The timed cells a variant runs in the lab. One brought along by its base runs on each
+# experiment's representative few (all of them with --full), which keeps `make bench` short; one
+# named in --allocators was asked for, and runs on every timed cell: its price over the whole lab.
+REPRESENTATIVE_CELLS = "representative cells"
+EVERY_TIMED_CELL = "every timed cell"
 
 
 @dataclass
@@ -47,6 +53,7 @@ class Allocator:
     reason: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
     variant_of: str | None = None  # the base allocator of a variant (see VARIANTS)
+    runs_on: str = EVERY_TIMED_CELL  # a variant's cells in the lab: REPRESENTATIVE_CELLS or this
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment a workload runs in under this allocator."""
@@ -79,17 +86,25 @@ def find_library(names: Iterable[str], dirs: Iterable[Path]) -> Path | None:
     return None
 
 
-def variant(base: Allocator, name: str) -> Allocator:
+def variant(base: Allocator, name: str, runs_on: str = EVERY_TIMED_CELL) -> Allocator:
     """The variant `name` of `base`: its library, its environment plus the variant's."""
     return Allocator(name, base.library, base.available, base.reason,
-                     extra_env={**base.extra_env, **VARIANTS[name][1]}, variant_of=base.name)
+                     extra_env={**base.extra_env, **VARIANTS[name][1]}, variant_of=base.name, runs_on=runs_on)
 
 
-def variants_of(base: Allocator) -> list[Allocator]:
-    """The lab's variants of an available allocator."""
+def option_of(name: str) -> str:
+    """What a variant turns on, as its name says after the base's: "ledger" for frugal+ledger."""
+    return name.partition("+")[2]
+
+
+def variants_of(base: Allocator, named: Iterable[str] = ()) -> list[Allocator]:
+    """The lab's variants of an available allocator, in VARIANTS' order: those `named` in
+    --allocators on every timed cell, those of LAB_VARIANTS not named on representative ones."""
     if not base.available:
         return []
-    return [variant(base, name) for name in LAB_VARIANTS if VARIANTS[name][0] == base.name]
+    named = set(named)
+    return [variant(base, name, EVERY_TIMED_CELL if name in named else REPRESENTATIVE_CELLS)
+            for name, (of, _) in VARIANTS.items() if of == base.name and name in named | set(LAB_VARIANTS)]
 
 
 def spec_items(spec: str | None) -> list[str]:
@@ -102,7 +117,7 @@ def discover(
 ) -> list[Allocator]:
     """The allocators named by `spec` ("a,b,name=/path/lib.so"; None means all known ones),
     each marked available or not with the reason. A variant's name in `spec` stands for its
-    base, which brings the variant along (`with_variants`)."""
+    base, which brings the variant along (`benched`)."""
     lib_dirs = system_lib_dirs() if lib_dirs is None else lib_dirs
     found: list[Allocator] = []
     seen: set[str] = set()
@@ -136,9 +151,11 @@ def discover(
     return found
 
 
-def with_variants(allocators: list[Allocator]) -> list[Allocator]:
-    """The allocators, each available one followed by its variants."""
-    return [v for a in allocators for v in [a] + variants_of(a)]
+def benched(spec: str | None, build: Path, lib_dirs: list[Path] | None = None) -> list[Allocator]:
+    """The allocators named by `spec` as `frugal bench` runs them: each available one followed
+    by its variants (`variants_of`); a variant's name brings its base."""
+    named = [item for item in spec_items(spec) if item in VARIANTS]
+    return [v for a in discover(spec, build, lib_dirs) for v in [a] + variants_of(a, named)]
 
 
 def chosen(spec: str | None, build: Path, lib_dirs: list[Path] | None = None) -> list[Allocator]:

@@ -20,9 +20,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
-from .allocators import Allocator, discover, with_variants
+from .allocators import EVERY_TIMED_CELL, REPRESENTATIVE_CELLS, Allocator, benched
 from .experiments import EXPERIMENTS, Experiment
-from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_cost, ledger_verdict, scores
+from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_verdict, scores, variant_cost
 from .runner import Cell, Job, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
 from .pages import command_line
 from .units import GiB, KiB
@@ -42,8 +42,13 @@ class LabRun:
     raw: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
     verdicts: dict[str, list[Verdict]] = field(default_factory=dict)
     scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    ledger: dict[str, dict[str, Any]] = field(default_factory=dict)  # ledger_cost per experiment
+    costs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # experiment -> variant -> variant_cost
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ledger(self) -> dict[str, dict[str, Any]]:
+        """frugal+ledger's cost per experiment where it was measured (results.json's "ledger")."""
+        return {e: c[LEDGER] for e, c in self.costs.items() if LEDGER in c}
 
     @property
     def measured(self) -> list[str]:
@@ -75,7 +80,8 @@ class LabRun:
                     "params": e.params(self.ctx),
                     "summary": self.results[e.name].to_json() if e.name in self.results else None,
                     "scores": self.scores.get(e.name, {}),
-                    "ledger": self.ledger.get(e.name),
+                    "ledger": self.ledger.get(e.name),  # kept from before "costs", which holds it too
+                    "costs": self.costs.get(e.name, {}),
                     "verdicts": [v.to_json() for v in self.verdicts.get(e.name, [])],
                     "raw": self.raw.get(e.name, {}),
                 }
@@ -148,14 +154,15 @@ def collect(lab: LabRun, outcomes: dict[tuple[str, str, str], list[tuple[int, Sa
 
 
 def judge(lab: LabRun, exp: Experiment, res: ExpResult) -> None:
-    """The experiment's verdicts and scores; with the ledger variant measured, also what the
-    ledger costs on the timed (scored) cells, and its verdict."""
+    """The experiment's verdicts and scores; what each measured variant costs on the timed
+    (scored) cells; and, with the ledger measured, its verdict (the only variant judged)."""
     timed = exp.scored_cells(res)
     lab.verdicts[exp.name] = exp.verdicts(res, lab.ctx)
     lab.scores[exp.name] = scores(res, timed)
+    bases = {a.name: a.variant_of for a in lab.allocators if a.variant_of}
+    lab.costs[exp.name] = {v: variant_cost(res, v, bases[v], timed) for v in res.variants}
     if LEDGER in res.variants:
-        lab.ledger[exp.name] = ledger_cost(res, timed)
-        lab.verdicts[exp.name].append(ledger_verdict(res, timed, lab.ledger[exp.name]))
+        lab.verdicts[exp.name].append(ledger_verdict(res, timed, lab.costs[exp.name][LEDGER]))
 
 
 def machine_info() -> dict[str, Any]:
@@ -192,7 +199,7 @@ def run_lab(
     if missing:
         raise FileNotFoundError(f"workloads not built in {bench_dir}: {', '.join(missing)} (run `make`)")
     started = time.time()
-    allocators = with_variants(discover(alloc_spec, build))
+    allocators = benched(alloc_spec, build)
     for a in allocators:
         if a.available:
             problem = probe(a, bench_dir)
@@ -214,7 +221,8 @@ def run_lab(
     for e in exps:
         ctx.work.update(e.calibrate(ctx, probe_cell))
     cells = {e.name: e.cells(ctx) for e in exps}
-    all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx)]
+    variants = [a for a in active if a.variant_of]
+    all_cells = [c for e in exps for c in runnable(e, cells[e.name], ctx, variants)]
     serial, parallel = plan(all_cells, active)
     outcomes: dict[tuple[str, str, str], list[tuple[int, Sample]]] = {}
     caps = Caps()
@@ -260,7 +268,8 @@ def run_lab(
                     "decay_source": ctx.decay_source, "repetitions": ctx.reps, "work": ctx.work},
         "allocators": [{"name": a.name, "library": str(a.library) if a.library else None,
                         "available": a.available, "reason": a.reason, "variant_of": a.variant_of,
-                        "env": a.extra_env} for a in allocators],
+                        "env": a.extra_env, "runs_on": a.runs_on if a.variant_of else None}
+                       for a in allocators],
     }
     return lab
 
@@ -291,10 +300,12 @@ class Caps:
         return cap is not None and self.fastest_ms.get((cell.experiment, cell.key), math.inf) < cap / 2
 
 
-def runnable(exp: Experiment, cells: list[Cell], ctx: Context) -> list[Cell]:
-    """The experiment's cells with the mode's timeout, marked where its variants run."""
-    picked = set(exp.variant_cells(ctx))
-    return [replace(c, timeout=TIMEOUTS[ctx.mode], variants=c.key in picked) for c in cells]
+def runnable(exp: Experiment, cells: list[Cell], ctx: Context, variants: Sequence[Allocator]) -> list[Cell]:
+    """The experiment's cells with the mode's timeout, each naming the `variants` that run it
+    too, by where each runs (its `runs_on`)."""
+    on = {REPRESENTATIVE_CELLS: set(exp.variant_cells(ctx)), EVERY_TIMED_CELL: set(exp.timed_cells(ctx))}
+    return [replace(c, timeout=TIMEOUTS[ctx.mode], variants=tuple(v.name for v in variants if c.key in on[v.runs_on]))
+            for c in cells]
 
 
 def parallel_workers(jobs: Sequence[Job]) -> int:
@@ -315,7 +326,8 @@ def ratio_text(v: float) -> str:
 
 def summary_rows(lab: LabRun) -> list[list[str]]:
     """Per experiment: each competitor's time and peak RSS as a ratio to the best of the others,
-    frugal+ledger's time over frugal's when it was measured, and frugal's verdicts."""
+    each measured variant's time over its base's (frugal+ledger's, frugal+secure's), and
+    frugal's verdicts."""
     rows = []
     for e in lab.experiments:
         sc = lab.scores.get(e.name, {})
@@ -323,8 +335,8 @@ def summary_rows(lab: LabRun) -> list[list[str]]:
         for a in lab.competitors:
             s = sc.get(a)
             cells.append(f"{ratio_text(s['time_ratio'])} / {ratio_text(s['rss_ratio'])}" if s else "failed")
-        if LEDGER in lab.variants:
-            cells.append(ratio_text(lab.ledger.get(e.name, {}).get("ratio", math.nan)))
+        costs = lab.costs.get(e.name, {})
+        cells += [ratio_text(costs.get(v, {}).get("ratio", math.nan)) for v in lab.variants]
         vs = lab.verdicts.get(e.name, [])
         passed = sum(v.status == "pass" for v in vs)
         judged = sum(v.status != "n/a" for v in vs)

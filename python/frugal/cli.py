@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .allocators import default_build, frugal_version
+from .allocators import LAB_VARIANTS, VARIANTS, default_build, frugal_version
 from .experiments import EXPERIMENTS
 from .pages import command_line
 
@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
                        help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
     bench.add_argument("--allocators", metavar="LIST",
-                       help=ALLOCATORS_HELP.replace("frugal,", "frugal (which brings frugal+ledger),"))
+                       help=ALLOCATORS_HELP.replace("frugal,", f"frugal (which brings {', '.join(LAB_VARIANTS)} on a "
+                                                    f"few cells), a variant ({', '.join(VARIANTS)}: priced beside "
+                                                    "its base on every timed cell),"))
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
                       help="scaled-down sizes, 3 repetitions, under 5 minutes (the default)")
@@ -108,7 +110,7 @@ def add_program(sub: argparse.ArgumentParser) -> None:
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from .bench import run_lab, write_json
-    from .report import summary_note, summary_table, write_reports
+    from .report import PRICE, all_price_lines, summary_note, summary_table, write_reports
 
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
     if unknown:
@@ -136,6 +138,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     for v in lab.all_verdicts():
         mark = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]"}.get(v.status, "[dim]n/a [/]")
         console.print(f"  {mark} {escape(f'{v.experiment}: {v.name} — {v.detail}')}", highlight=False)
+    for line in all_price_lines(lab):
+        console.print(f"  [blue]{PRICE}[/] {escape(line)}", highlight=False)
     skipped = [a for a in lab.allocators if not a.available]
     for a in skipped:
         console.print(f"  [yellow]skipped[/] {escape(a.describe())}", highlight=False)

@@ -151,7 +151,8 @@ def compare(argv: list[str], reps: int, spec: str | None, env: list[str], stdin:
     if launcher is None:
         console.print(f"[yellow]warning:[/] {build / 'bench' / 'rusage'} not found: peak RSS includes this "
                       "process's own")
-    cell = Cell("compare", "program", str(Path(program).absolute()), tuple(argv[1:]), reps, variants=True)
+    cell = Cell("compare", "program", str(Path(program).absolute()), tuple(argv[1:]), reps,
+                variants=tuple(a.name for a in active if a.variant_of))
     jobs, _ = plan([cell], active)
     outcomes = {a.name: Outcome(a) for a in active}
     digests: dict[str, list[str]] = {a.name: [] for a in active}

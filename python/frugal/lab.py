@@ -14,6 +14,8 @@ FRUGAL = "frugal"
 LEDGER = "frugal+ledger"  # frugal with the ledger on (allocators.VARIANTS)
 # Issue #4: with the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
 LEDGER_MAX = 1.10
+# The variants whose cost a verdict bounds (time over their base's); the others are only priced.
+COST_BOUNDS = {LEDGER: LEDGER_MAX}
 PASS, FAIL, NA = "pass", "fail", "n/a"
 
 
@@ -51,8 +53,8 @@ class ExpResult:
     """One experiment's results. `med[alloc][cell][metric]` is the median over repetitions,
     `spread` (range / median), `lo` and `hi` (the repetitions' min and max) the same shape; `series[alloc][cell][name]` holds curves from one representative
     run; `errors[alloc][cell]` lists failed runs. `allocators` keeps table order and holds the
-    competitors only: `variants` (frugal+ledger) have medians and errors too, on the cells they
-    ran, but no verdict, score, table or plot compares them with the others."""
+    competitors only: `variants` (frugal+ledger, frugal+secure) have medians and errors too, on
+    the cells they ran, but no verdict, score, table or plot compares them with the others."""
 
     name: str
     allocators: list[str]
@@ -159,28 +161,48 @@ def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def ledger_cost(res: ExpResult, cells: list[str]) -> dict[str, Any]:
-    """frugal+ledger's median wall time over frugal's, per cell of `cells` that both measured,
-    and their geometric mean: the summary's time metric, so the two read side by side."""
-    per_cell = {c: res.m(LEDGER, c, "wall") / res.m(FRUGAL, c, "wall") for c in cells}
+def variant_cost(res: ExpResult, variant: str, base: str, cells: list[str]) -> dict[str, Any]:
+    """What a variant's option costs: its median wall time over its base's, per cell of `cells`
+    that both measured, and their geometric mean (the summary's time metric, so the two read
+    side by side); the cells where the variant failed, which the ratio leaves out. "max" is the
+    bound a verdict holds it to (COST_BOUNDS), None where none does."""
+    per_cell = {c: res.m(variant, c, "wall") / res.m(base, c, "wall") for c in cells}
     per_cell = {c: r for c, r in per_cell.items() if not math.isnan(r)}
-    return {"variant": LEDGER, "base": FRUGAL, "metric": "wall", "max": LEDGER_MAX,
-            "ratio": stats.geomean(per_cell.values()), "per_cell": per_cell}
+    return {"variant": variant, "base": base, "metric": "wall", "max": COST_BOUNDS.get(variant),
+            "ratio": stats.geomean(per_cell.values()), "per_cell": per_cell,
+            "failed": res.failed_cells(variant, cells)}
+
+
+def cost_detail(cost: dict[str, Any]) -> str:
+    """A measured cost in words: the geometric mean, and the cell where the option cost most."""
+    per_cell = cost["per_cell"]
+    worst = max(per_cell, key=per_cell.__getitem__)
+    return (f"{cost['ratio']:.2f}× (geometric mean over {len(per_cell)} cells; "
+            f"slowest: {worst} {per_cell[worst]:.2f}×)")
 
 
 def ledger_verdict(res: ExpResult, cells: list[str], cost: dict[str, Any]) -> Verdict:
-    """Issue #4's "ledger on: ≤ 10 % slower" on one experiment, from `ledger_cost`'s result."""
+    """Issue #4's "ledger on: ≤ 10 % slower" on one experiment, from `variant_cost`'s result."""
     name = f"ledger on / off: frugal+ledger's time ≤ {LEDGER_MAX:.2f} × frugal's"
     gate = frugal_gate(res, res.name, name, cells)
     if gate:
         return gate
-    bad = res.failed_cells(LEDGER, cells)
+    bad = cost["failed"]
     if bad:
         return Verdict(res.name, name, FAIL, f"frugal+ledger failed in {bad[0]}: {res.first_error(LEDGER, bad[0])}")
-    per_cell, ratio = cost["per_cell"], cost["ratio"]
-    if not per_cell:
+    if not cost["per_cell"]:
         return Verdict(res.name, name, NA, "no cell was measured with the ledger on and off")
-    worst = max(per_cell, key=per_cell.__getitem__)
-    detail = (f"{ratio:.2f}× (geometric mean over {len(per_cell)} cells; "
-              f"slowest: {worst} {per_cell[worst]:.2f}×)")
-    return Verdict(res.name, name, PASS if ratio <= LEDGER_MAX else FAIL, detail)
+    return Verdict(res.name, name, PASS if cost["ratio"] <= LEDGER_MAX else FAIL, cost_detail(cost))
+
+
+def variant_price(cost: dict[str, Any]) -> str:
+    """`variant_cost`'s result in words, for a variant that no verdict bounds: what it cost,
+    and where it failed (the failed runs themselves are listed with the experiment's)."""
+    variant, bad = cost["variant"], cost["failed"]
+    failed = ""
+    if bad:
+        more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+        failed = f"; failed in {', '.join(bad[:3])}{more}"
+    if not cost["per_cell"]:
+        return f"no cell was measured under both {variant} and {cost['base']}{failed}"
+    return cost_detail(cost) + failed

@@ -31,6 +31,7 @@ img { max-width: 100%; border: 1px solid #e3e7ed; border-radius: 6px; margin: 8p
 .badge { display: inline-block; min-width: 38px; text-align: center; font-weight: 700; font-size: 12px;
          border-radius: 4px; padding: 1px 6px; margin-right: 8px; color: #fff; }
 .pass { background: #2e9d4b; } .fail { background: #d33b3b; } .na { background: #9aa3ae; }
+.price { background: #4f6d96; }
 ul.verdicts { list-style: none; padding: 0; margin: 6px 0; }
 ul.verdicts li { margin: 5px 0; }
 .detail { color: #5b6573; font-size: 12.5px; }

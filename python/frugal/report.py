@@ -1,5 +1,5 @@
-"""The lab's report.md and report.html: the summary line, frugal's verdicts, and per experiment
-its parameters, plot and tables (their pieces: pages.py)."""
+"""The lab's report.md and report.html: the summary line, frugal's verdicts, what the variants
+cost, and per experiment its parameters, plot and tables (their pieces: pages.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .allocators import REPRESENTATIVE_CELLS, VARIANTS, Allocator, option_of
 from .experiments import Experiment, Table
-from .lab import FRUGAL, LEDGER, LEDGER_MAX
+from .lab import COST_BOUNDS, variant_price
 from .pages import code_md, page, table_html, table_md
 from .plots import plot
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from .bench import LabRun
 
 BADGE = {"pass": "PASS", "fail": "FAIL", "n/a": "n/a"}
+PRICE = "COST"  # the badge of a variant's cost, which no verdict judges
 
 
 def param_text(v: Any) -> str:
@@ -46,33 +48,58 @@ def meta_lines(lab: "LabRun") -> list[str]:
 def summary_table(lab: "LabRun") -> tuple[list[str], list[list[str]]]:
     from .bench import summary_rows
 
-    ledger = ["ledger"] if LEDGER in lab.variants else []
-    return ["experiment"] + lab.competitors + ledger + ["frugal verdicts"], summary_rows(lab)
+    columns = [option_of(v) for v in lab.variants]
+    return ["experiment"] + lab.competitors + columns + ["frugal verdicts"], summary_rows(lab)
 
 
 def summary_note(lab: "LabRun") -> str:
     """What the summary table's numbers are."""
     note = ("Time and peak RSS of each allocator as a ratio to the best of the others "
             "(geometric mean over the experiment's cells; < 1.00 wins).")
-    if LEDGER in lab.variants:
-        note += (f" ledger: frugal's time with the ledger on ({LEDGER}: FRUGAL_STATS_FILE=/dev/null) over "
-                 f"its time with it off (issue #4: ≤ {LEDGER_MAX:.2f}), on the cells listed in the "
-                 f"experiment's section (every timed cell in full mode, a representative few "
-                 f"otherwise), interleaved with the other runs; it competes with no one.")
+    variants = [a for a in lab.allocators if a.name in lab.variants]
+    note += "".join(" " + variant_note(a) for a in variants)
+    if variants:
+        note += " Variants run interleaved with the other runs and compete with no one."
     return note
 
 
+def variant_note(a: Allocator) -> str:
+    """What a variant's column in the summary is: its time with its option on over its time
+    with it off, where it ran, and the bound a verdict holds it to, if any."""
+    option = ", ".join(f"{k}={v}" for k, v in VARIANTS[a.name][1].items())
+    where = ("the cells listed in the experiment's section (every timed cell in full mode, a representative "
+             "few otherwise)" if a.runs_on == REPRESENTATIVE_CELLS else "every timed cell")
+    bound = (f"its verdict: ≤ {COST_BOUNDS[a.name]:.2f}" if a.name in COST_BOUNDS
+             else "no verdict; its slowest cell is named below")
+    return (f"{option_of(a.name)}: {a.variant_of}'s time with {option} ({a.name}) over its time without "
+            f"({bound}), on {where}.")
+
+
+def price_lines(lab: "LabRun", experiment: str) -> list[str]:
+    """What each variant that no verdict bounds (COST_BOUNDS) cost on one experiment."""
+    return [f"{v}'s time over {cost['base']}'s — {variant_price(cost)}"
+            for v, cost in lab.costs.get(experiment, {}).items() if cost["max"] is None]
+
+
+def all_price_lines(lab: "LabRun") -> list[str]:
+    """`price_lines` of every experiment, each line naming its experiment, as verdicts do."""
+    return [f"{e.name}: {line}" for e in lab.experiments for line in price_lines(lab, e.name)]
+
+
 def report_tables(lab: "LabRun", exp: Experiment) -> list[Table]:
-    """An experiment's own tables, then what the ledger cost on each of its cells."""
+    """An experiment's own tables, then what each variant cost on each of its cells."""
     res = lab.results.get(exp.name)
     if res is None:
         return []
     tables = exp.tables(res, lab.ctx)
-    cost = lab.ledger.get(exp.name)
-    if cost and cost["per_cell"]:
-        rows = [[c, f"{res.m(FRUGAL, c, 'wall'):.3f}", f"{res.m(LEDGER, c, 'wall'):.3f}", f"{r:.2f}"]
+    for v, cost in lab.costs.get(exp.name, {}).items():
+        if not cost["per_cell"]:
+            continue
+        base = cost["base"]
+        rows = [[c, f"{res.m(base, c, 'wall'):.3f}", f"{res.m(v, c, 'wall'):.3f}", f"{r:.2f}"]
                 for c, r in cost["per_cell"].items()]
-        tables.append(("Ledger on / off: median wall time (s) per cell", ["cell", FRUGAL, LEDGER, "on / off"], rows))
+        caption = f"{option_of(v).capitalize()} on / off: median wall time (s) per cell"
+        tables.append((caption, ["cell", base, v, "on / off"], rows))
     return tables
 
 
@@ -112,10 +139,14 @@ def lab_markdown(lab: "LabRun", images: dict[str, Path]) -> str:
               table_md(head, rows), "", "### frugal's verdicts", ""]
     for v in lab.all_verdicts():
         parts.append(f"- **{BADGE[v.status]}** {v.experiment}: {v.name} — {v.detail}")
+    prices = all_price_lines(lab)
+    if prices:
+        parts += ["", "### What the other variants cost (no verdict)", ""] + [f"- **{PRICE}** {p}" for p in prices]
     for i, e in enumerate(lab.experiments, 1):
         parts += ["", f"## {i}. {e.name} — {e.title} (seed {e.seed})", "", e.about, ""]
         parts += [f"- {k}: {param_text(v)}" for k, v in e.params(lab.ctx).items()]
         parts += [""] + [f"- **{BADGE[v.status]}** {v.name} — {v.detail}" for v in lab.verdicts.get(e.name, [])]
+        parts += [f"- **{PRICE}** {line}" for line in price_lines(lab, e.name)]
         if e.name in images:
             parts += ["", f"![{e.name}]({images[e.name].name})"]
         for caption, head, rows in report_tables(lab, e):
@@ -136,6 +167,13 @@ def verdict_html(vs: list[Any]) -> str:
     return '<ul class="verdicts">' + "".join(items) + "</ul>"
 
 
+def prices_html(lines: list[str]) -> str:
+    """Variants' costs (`price_lines`) in the verdicts' list style, with a badge of their own."""
+    items = [f'<li><span class="badge price">{PRICE}</span><span class="detail">{html.escape(line)}</span></li>'
+             for line in lines]
+    return '<ul class="verdicts">' + "".join(items) + "</ul>" if items else ""
+
+
 def lab_html(lab: "LabRun", images: dict[str, Path]) -> str:
     head, rows = summary_table(lab)
     meta = "".join(f"<p>{html.escape(line)}</p>" for line in meta_lines(lab))
@@ -144,15 +182,18 @@ def lab_html(lab: "LabRun", images: dict[str, Path]) -> str:
         table_html(head, rows),
         "<h3>frugal's verdicts (LAB.md; the ledger's price: issue #4)</h3>",
         verdict_html(lab.all_verdicts()),
-        "</section>",
     ]
+    prices = all_price_lines(lab)
+    if prices:
+        parts += ["<h3>What the other variants cost (no verdict)</h3>", prices_html(prices)]
+    parts.append("</section>")
     for i, e in enumerate(lab.experiments, 1):
         params = " · ".join(f"{html.escape(k)}: <code>{html.escape(param_text(v))}</code>"
                             for k, v in e.params(lab.ctx).items())
         parts += [f"<section><h2>{i}. {html.escape(e.name)} — {html.escape(e.title)} "
                   f"<span class='note'>(seed {e.seed})</span></h2>",
                   f"<p>{html.escape(e.about)}</p><p class='params'>{params}</p>",
-                  verdict_html(lab.verdicts.get(e.name, []))]
+                  verdict_html(lab.verdicts.get(e.name, [])), prices_html(price_lines(lab, e.name))]
         if e.name in images:
             parts.append(f"<img src='{html.escape(images[e.name].name)}' alt='{html.escape(e.name)} plot'>")
         for caption, thead, trows in report_tables(lab, e):

@@ -32,10 +32,11 @@ class Cell:
     """One command line of one experiment. `program` is a workload of build/bench, or else a
     program on the PATH (an absolute path is taken as it is). `parallel` cells measure memory
     only (not time), so they may run side by side with each other in a phase of their own.
-    `variants` cells run under the allocators' variants too (frugal+ledger), to price an option
-    in time. With `sample_ms`, the RSS of the workload is sampled from outside that often, or,
-    with `watch`, that of the process of that name among its descendants (a server the
-    workload started). `env` is added to the allocator's environment."""
+    `variants` names the allocators' variants that run the cell too (frugal+ledger,
+    frugal+secure), to price an option in time. With `sample_ms`, the RSS of the workload is
+    sampled from outside that often, or, with `watch`, that of the process of that name among
+    its descendants (a server the workload started). `env` is added to the allocator's
+    environment."""
 
     experiment: str
     key: str
@@ -44,7 +45,7 @@ class Cell:
     reps: int
     parallel: bool = False
     timeout: float = 900.0
-    variants: bool = False
+    variants: tuple[str, ...] = ()
     sample_ms: int = 0
     watch: str = ""
     env: dict = field(default_factory=dict, hash=False, compare=False)
@@ -276,8 +277,8 @@ Reducer = Callable[[Cell, Sample], dict]
 
 
 def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[Job], list[Job]]:
-    """The interleaved order of the serial jobs, and the jobs of the parallel phase. Variants
-    run only the cells marked for them, interleaved with the rest like any allocator."""
+    """The interleaved order of the serial jobs, and the jobs of the parallel phase. A variant
+    runs only the cells that name it, interleaved with the rest like any allocator."""
     serial: list[Job] = []
     parallel: list[Job] = []
     max_reps = max((c.reps for c in cells), default=0)
@@ -287,7 +288,7 @@ def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[J
                 continue
             k = (rep + i) % len(allocators) if allocators else 0
             for alloc in list(allocators[k:]) + list(allocators[:k]):
-                if alloc.variant_of and not cell.variants:
+                if alloc.variant_of and alloc.name not in cell.variants:
                     continue
                 (parallel if cell.parallel else serial).append((rep, cell, alloc))
     return serial, parallel

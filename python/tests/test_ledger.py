@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from frugal.allocators import Allocator, discover, with_variants
+from frugal.allocators import REPRESENTATIVE_CELLS, Allocator, benched
 from frugal.bench import LabRun, judge, runnable, summary_rows, write_json
 from frugal.experiments import EXPERIMENTS
 from frugal.lab import FAIL, FRUGAL, LEDGER, NA, PASS, Context
@@ -23,7 +23,7 @@ from test_verdicts import ALLOCS, bigbuf_metrics, bufcache_metrics
 
 def lab_allocators(spec: str | None, build: Path) -> list[Allocator]:
     """What `frugal bench --allocators spec` measures, with no system library installed."""
-    return with_variants(discover(spec, build, []))
+    return benched(spec, build, [])
 
 
 def built(tmp: Path) -> Path:
@@ -67,7 +67,7 @@ def test_no_variant_without_frugal(tmp_path: Path) -> None:
 
 def test_plan_runs_the_variant_on_its_cells_only() -> None:
     allocs = [Allocator("glibc", None), Allocator(FRUGAL, None), Allocator(LEDGER, None, variant_of=FRUGAL)]
-    cells = [Cell("e", "x", "p", (), 2, variants=True), Cell("e", "y", "p", (), 2, variants=True),
+    cells = [Cell("e", "x", "p", (), 2, variants=(LEDGER,)), Cell("e", "y", "p", (), 2, variants=(LEDGER,)),
              Cell("e", "w", "p", (), 2), Cell("e", "z", "p", (), 2, parallel=True)]
     serial, parallel = plan(cells, allocs)
     runs = [(rep, c.key) for rep, c, a in serial if a.name == LEDGER]
@@ -88,7 +88,8 @@ def test_variant_cells_are_timed_cells_of_the_mode(mode: str) -> None:
         timed = [k for k, c in cells.items() if not c.parallel]
         assert picked and set(picked) <= set(timed), (mode, exp.name)
         assert (picked == timed) == (mode == "full" or exp.name == "bufcache"), (mode, exp.name)
-        assert [c.key for c in runnable(exp, list(cells.values()), ctx) if c.variants] == picked
+        ledger = Allocator(LEDGER, None, variant_of=FRUGAL, runs_on=REPRESENTATIVE_CELLS)
+        assert [c.key for c in runnable(exp, list(cells.values()), ctx, [ledger]) if c.variants] == picked
         print(mode, exp.name, len(picked), "of", len(timed))
 
 

@@ -71,11 +71,16 @@ class Experiment:
         """The cells whose time and RSS make the summary line."""
         return list(res.cells)
 
+    def timed_cells(self, ctx: Context) -> list[str]:
+        """The cells that measure time: all but the parallel ones, which measure memory only."""
+        return [c.key for c in self.cells(ctx) if not c.parallel]
+
     def variant_cells(self, ctx: Context) -> list[str]:
-        """The timed cells also run under the variants (frugal+ledger: the ledger's price). In
-        full mode, all; else `variant_subset`'s: on every timed cell the ledger added ~23 s to
-        quick mode (173 s in all with five allocators, 2-core VM, 2026-11-22), the subsets ~5 s."""
-        timed = [c.key for c in self.cells(ctx) if not c.parallel]
+        """The timed cells also run under the variants that come with their base (frugal+ledger:
+        the ledger's price; a variant named in --allocators runs every timed cell). In full
+        mode, all; else `variant_subset`'s: on every timed cell the ledger added ~23 s to quick
+        mode (173 s in all with five allocators, 2-core VM, 2026-11-22), the subsets ~5 s."""
+        timed = self.timed_cells(ctx)
         if ctx.mode == "full":
             return timed
         subset = set(self.variant_subset(ctx))
