@@ -50,9 +50,9 @@ static inline void *malloc_core(size_t size) {
   return malloc_generic(heap, size);
 }
 
-void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
+fg_rare void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
 
-static fg_noinline void *malloc_hooked(size_t size) {
+static fg_noinline fg_rare void *malloc_hooked(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -147,7 +147,7 @@ static inline void *sampled(size_t size, size_t align, bool zero) {
   return fg_unlikely(_fg_sample_due(_fg_heap(), size)) ? _fg_sample_alloc(size, align, zero) : NULL;
 }
 
-void *_fg_calloc_raw(size_t count, size_t size) {
+fg_rare void *_fg_calloc_raw(size_t count, size_t size) {
   size_t total;
   if (fg_unlikely(__builtin_mul_overflow(count, size, &total))) {
     errno = ENOMEM;
@@ -173,7 +173,7 @@ fg_export void *fg_calloc(size_t count, size_t size) {
   return p;
 }
 
-void *_fg_realloc_raw(void *p, size_t size) {
+fg_rare void *_fg_realloc_raw(void *p, size_t size) {
   if (p == NULL) return malloc_core(size);
   if (size == 0) { /* glibc: free and return NULL, errno untouched */
     _fg_free_raw(p, false, 0);
@@ -208,7 +208,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
  * its usable size, which is the request in secure mode but the whole block otherwise (redis
  * writes up to malloc_usable_size: copying only the request lost its strings under the
  * ledger). */
-static fg_noinline void *realloc_hooked(void *p, size_t size) {
+static fg_noinline fg_rare void *realloc_hooked(void *p, size_t size) {
   if (p == NULL) return malloc_hooked(size);
   if (size == 0) {
     fg_free(p);
@@ -254,7 +254,7 @@ fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
  * at page starts aligned to 64 and step by the class size. Others over-allocate within a
  * class and mark the page so free() maps the interior pointer back to its block; the rest
  * are large blocks, whose mapping is segment-aligned. */
-void *_fg_memalign_raw(size_t align, size_t size) {
+fg_rare void *_fg_memalign_raw(size_t align, size_t size) {
   if (align <= 8) return malloc_core(size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -322,9 +322,9 @@ fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
-fg_export void *fg_valloc(size_t size) { return malloc_aligned(FG_OS_PAGE, size); }
+fg_export fg_rare void *fg_valloc(size_t size) { return malloc_aligned(FG_OS_PAGE, size); }
 
-fg_export void *fg_pvalloc(size_t size) {
+fg_export fg_rare void *fg_pvalloc(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;

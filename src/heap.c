@@ -489,14 +489,14 @@ static void decay_if_due(fg_heap_t *heap) {
 }
 
 /* The ledger merges every heap, live or abandoned. */
-void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg) {
+fg_rare void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg) {
   pthread_mutex_lock(&heaps_lock);
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) fn(heap, arg);
   pthread_mutex_unlock(&heaps_lock);
 }
 
 /* What every cache holds right now (fg_stats_get). */
-void _fg_heaps_held(fg_stats_t *out) {
+fg_rare void _fg_heaps_held(fg_stats_t *out) {
   pthread_mutex_lock(&heaps_lock);
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
     out->large_cache_bytes += _fg_large_heap_cached(heap);
@@ -545,7 +545,7 @@ static bool check_fail(const char *what, const void *where) {
 }
 
 /* Count a page's free list, checking each link lands on a block start of the page. */
-static bool check_list(const fg_page_t *page, fg_link_t l, uint32_t *count) {
+static fg_rare bool check_list(const fg_page_t *page, fg_link_t l, uint32_t *count) {
   for (const fg_block_t *b; !_fg_link_nil(page, l); l = b->next) {
     b = _fg_block(page, l);
     size_t off = (size_t)((const uint8_t *)b - page->start);
@@ -590,7 +590,7 @@ static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full
   return true;
 }
 
-fg_export bool fg_heap_check(void) {
+fg_export fg_rare bool fg_heap_check(void) {
   fg_heap_t *heap = _fg_heap();
   if (heap == &_fg_heap_empty) return true;
   size_t kept = 0;

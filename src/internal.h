@@ -17,6 +17,12 @@ void _fg_yield(void); /* os.c */
 #define fg_cold __attribute__((cold))
 #define fg_noreturn __attribute__((noreturn))
 #define fg_export __attribute__((visibility("default")))
+/* Code a typical process never runs: reports, the ledger's and secure mode's work, misuse and
+ * fault reports, the raw helpers of hooked calls. libfrugal.so links it into a mapping of its
+ * own (cmake/layout.ld): the kernel maps a file's pages in by windows of 16 pages around each
+ * fault, clipped to the mapping, so rare code among the hot code was resident with it. A rare
+ * function that most processes call only to test a flag keeps that test outside, inline. */
+#define fg_rare __attribute__((section(".text.fg_rare")))
 
 static inline size_t fg_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static inline bool fg_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }

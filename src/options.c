@@ -96,7 +96,7 @@ fg_export const char *fg_option_get_string(fg_option_t o) {
   return (unsigned)o < FG_OPTION_COUNT ? option_strings[o] : NULL;
 }
 
-fg_export void fg_option_set(fg_option_t o, long v) {
+fg_export fg_rare void fg_option_set(fg_option_t o, long v) {
   if ((unsigned)o >= FG_OPTION_COUNT || rows[o].is_string) return;
   if (v < rows[o].min) v = rows[o].min;
   if (v > rows[o].max) v = rows[o].max;
@@ -113,7 +113,7 @@ static void put_long(char *buf, size_t *n, long v) {
   while (k > 0) buf[(*n)++] = tmp[--k];
 }
 
-fg_export void fg_options_print(void) {
+fg_export fg_rare void fg_options_print(void) {
   for (int i = 0; i < FG_OPTION_COUNT; i++) {
     char line[256];
     size_t n = 0, len = strlen(rows[i].name);

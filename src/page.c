@@ -22,7 +22,7 @@ static size_t side_pages(uint32_t entries) {
   return fg_align_up(entries * sizeof(uint32_t), FG_OS_PAGE) / FG_OS_PAGE;
 }
 
-static bool side_array(fg_page_t *page) {
+static fg_rare bool side_array(fg_page_t *page) {
   if (page->requested != NULL) return true;
   size_t pages = side_pages(page->reserved);
   side_free_t *a = NULL;
@@ -221,7 +221,7 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
  * and go every round: an mmap each time doubled the ledger's cost); segment.c frees it when
  * the whole segment goes. Stale entries are harmless: every block of a page is recorded when
  * it is handed out, before anything reads its entry. */
-uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
+fg_rare uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
   size_t off = (size_t)((const uint8_t *)p - page->start);
   size_t idx = _fg_block_index(page, off); /* a block start, or an aligned interior pointer */
@@ -238,7 +238,7 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
  * a canary byte: the class of 8w + 1, which leaves each of them at least 8 (secure.c's canary
  * is then whole words). So class c takes words [size of the class below / 8, its size / 8 - 1].
  * Out of line: thread start fills the table through set_direct. */
-static fg_noinline bool direct_words_secure(size_t c, size_t *lo, size_t *hi) {
+static fg_noinline fg_rare bool direct_words_secure(size_t c, size_t *lo, size_t *hi) {
   *lo = c == 0 ? 0 : _fg_class_size(c - 1) / 8;
   *hi = _fg_class_size(c) / 8 - 1;
   if (*hi > FG_DIRECT_MAX / 8) *hi = FG_DIRECT_MAX / 8;

@@ -90,7 +90,7 @@ void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
 }
 
 /* The free slots of a list of segments: committed, or given back (the ledger's held bytes). */
-static void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
+static fg_rare void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
   for (fg_segment_t *s = list; s != NULL; s = s->next) {
     for (size_t i = 0; i < s->page_count; i++) {
       fg_page_t *page = &s->pages[i];
@@ -101,7 +101,7 @@ static void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, u
   }
 }
 
-void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned) {
+fg_rare void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned) {
   _fg_lock(&cache_lock);
   slots_held(cache_first, false, resident, returned);
   _fg_unlock(&cache_lock);
@@ -168,7 +168,7 @@ static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   segment_to_cache(s);
 }
 
-void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned) {
+fg_rare void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned) {
   _fg_lock(&heap->lock);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) slots_held(heap->segments[kind], true, resident, returned);
   _fg_unlock(&heap->lock);

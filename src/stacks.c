@@ -39,7 +39,7 @@ bool _fg_stacks_enter(void) {
 }
 void _fg_stacks_leave(bool was) { in_capture = was; }
 
-bool _fg_stacks_load(const char *who) {
+fg_rare bool _fg_stacks_load(const char *who) {
   if (backtrace_fn != NULL) return true;
   bool was = _fg_stacks_enter();
   void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -185,7 +185,7 @@ void _fg_stacks_lock(bool lock) {
     pthread_mutex_unlock(&stack_lock);
 }
 
-size_t _fg_stack_count(void) {
+fg_rare size_t _fg_stack_count(void) {
   pthread_mutex_lock(&stack_lock);
   size_t n = stack_count;
   pthread_mutex_unlock(&stack_lock);
@@ -205,7 +205,7 @@ static fg_frame_t symbolize(void *pc) {
   return f;
 }
 
-size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out) {
+fg_rare size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out) {
   size_t n = 0;
   Dl_info info;
   if (self_base == NULL && dladdr((void *)_fg_stack_frames, &info) != 0) self_base = info.dli_fbase;
