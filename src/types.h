@@ -233,8 +233,10 @@ typedef struct fg_heap_s {
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
   struct fg_heap_s *next_abandoned, *next_all;
-  fg_ledger_t ledger;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
+  /* Last: 10 KiB that stay untouched, so never committed, while the ledger is off (behind
+   * it, sample_rng took a heap a third page of memory). */
+  fg_ledger_t ledger;
 } fg_heap_t;
 
 #endif
