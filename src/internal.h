@@ -23,6 +23,10 @@ void _fg_yield(void); /* os.c */
  * fault, clipped to the mapping, so rare code among the hot code was resident with it. A rare
  * function that most processes call only to test a flag keeps that test outside, inline. */
 #define fg_rare __attribute__((section(".text.fg_rare")))
+/* A big zero-filled array that a process touches in a few places if at all (the segment map,
+ * the ledger's tables): placed ahead of the small variables (cmake/layout.ld), which then
+ * share pages instead of being spread around it. */
+#define fg_big_zeros __attribute__((section(".bss.fg_big")))
 
 static inline size_t fg_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static inline bool fg_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }

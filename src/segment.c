@@ -6,7 +6,7 @@
 
 #include <pthread.h>
 
-_Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
+fg_big_zeros _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 
 void _fg_segmap_set(const fg_segment_t *s, bool on) {
   uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
