@@ -486,12 +486,12 @@ static inline bool _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void
   /* One event in 64: a byte that counts by 4 carries then. On x86-64 one add to memory and a
    * jump on its carry (compilers load, add, store, test: 3 more). */
 #if defined(__x86_64__) && defined(__GNUC__)
-  __asm__ goto("addb $4, %0\n\tjc %l[due]" : "+m"(heap->ledger.events) : : "cc" : due);
+  __asm__ goto("addb $4, %0\n\tjc %l[due]" : "+m"(_fg_heap_ledger(heap)->events) : : "cc" : due);
   return false;
 due:
   return true;
 #else
-  return (uint8_t)(heap->ledger.events += 4) == 0;
+  return (uint8_t)(_fg_heap_ledger(heap)->events += 4) == 0;
 #endif
 }
 

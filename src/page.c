@@ -80,7 +80,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->start = start;
   page->block_size = bsize;
   page->class_idx = (uint8_t)class_idx;
-  page->ledger_row = (uint32_t)(offsetof(fg_heap_t, ledger.classes) + class_idx * sizeof heap->ledger.classes[0]);
+  page->ledger_row = (uint32_t)(offsetof(fg_heap_ledger_t, ledger.classes) + class_idx * sizeof(_fg_heap_ledger(heap)->classes[0]));
   page->reserved = (uint32_t)(area / bsize);
   if (page->requested_cap < page->reserved) _fg_page_side_array_drop(page); /* kept, too small */
   /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is

@@ -68,7 +68,7 @@ static fg_rare bool locate(const void *p, block_loc_t *loc, bool create) {
 /* The calling thread's ledger; NULL means "count into the shared orphan ledger". */
 static fg_rare fg_ledger_t *thread_ledger(void) {
   fg_heap_t *heap = _fg_heap();
-  return heap != &_fg_heap_empty ? &heap->ledger : NULL;
+  return heap != &_fg_heap_empty ? _fg_heap_ledger(heap) : NULL;
 }
 
 /* Add n to a counter: owner-only in a thread's ledger, atomically in the orphan ledger of
@@ -237,7 +237,7 @@ static fg_rare void merge_heap(fg_heap_t *heap, void *arg) {
 #define FG_X(name, help) out->name += atomic_load_explicit(&heap->counts[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  if (_fg_ledger_active()) merge_ledger(out, &heap->ledger);
+  if (_fg_ledger_active()) merge_ledger(out, _fg_heap_ledger(heap));
 }
 
 static fg_rare uint64_t read_rss(void) {

@@ -36,9 +36,9 @@ enum {
 };
 _Static_assert(FG_F_COUNT <= 8, "fg_ledger_t's rows hold 8 counters");
 
-/* A thread's ledger, inside its heap: written only by its thread (one add to memory, no
- * atomic read-modify-write), read by anyone merging; untouched, so never committed, while
- * the ledger is off. */
+/* A thread's ledger, right behind its heap (fg_heap_ledger_t): written only by its thread (one
+ * add to memory, no atomic read-modify-write), read by anyone merging; untouched, so never
+ * committed, while the ledger is off. */
 typedef struct fg_ledger_s {
   /* Rows of 8 counters (64 bytes): the inline ledger finds a class's row with one shift. */
   _Atomic(uint64_t) classes[FG_STATS_CLASSES][8];
@@ -234,9 +234,16 @@ typedef struct fg_heap_s {
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
   struct fg_heap_s *next_abandoned, *next_all;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
-  /* Last: 10 KiB that stay untouched, so never committed, while the ledger is off (behind
-   * it, sample_rng took a heap a third page of memory). */
-  fg_ledger_t ledger;
 } fg_heap_t;
+
+/* A thread heap and its ledger, allocated together (heap.c). The empty heap is a bare
+ * fg_heap_t, as nothing counts into it: with its 10 KiB of ledger it took 4 pages of
+ * libfrugal's data, resident in every process, where it needs 2. */
+typedef struct fg_heap_ledger_s {
+  fg_heap_t heap;
+  _Alignas(64) fg_ledger_t ledger; /* a row per cache line (heap.c aligns heaps to 64) */
+} fg_heap_ledger_t;
+
+static inline fg_ledger_t *_fg_heap_ledger(fg_heap_t *heap) { return &((fg_heap_ledger_t *)heap)->ledger; }
 
 #endif
