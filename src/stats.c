@@ -19,7 +19,8 @@ static bool timeline_on;
 static _Atomic(uint64_t) next_sample_at;
 static fg_big_zeros fg_ledger_t orphan_ledger;                 /* frees by threads that never allocated */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER; /* peaks, timeline, reports */
-static uint64_t peak_blocks[FG_STATS_CLASSES], peak_requested, peak_handed;
+static fg_big_zeros uint64_t peak_blocks[FG_STATS_CLASSES];
+static uint64_t peak_requested, peak_handed;
 static fg_big_zeros fg_stats_sample_t timeline[FG_STATS_TIMELINE_MAX];
 static size_t timeline_len;
 static uint64_t start_ms;
