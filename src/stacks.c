@@ -54,15 +54,23 @@ fg_rare bool _fg_stacks_load(const char *who) {
   return true;
 }
 
+/* A table and its index share one mapping. The first holds 16 stacks in one page: guards
+ * take a stack or two per process (the first guard's table and index took 2 pages of the
+ * 152 KiB mapped for 1024); leak stacks and profiles double it as they need. */
+#define STACKS_FIRST 16
+
+static size_t table_bytes(size_t cap) {
+  return fg_align_up(cap * sizeof(stack_entry_t) + cap * 2 * sizeof(uint32_t), FG_OS_PAGE);
+}
+
 static bool stack_grow(void) {
-  size_t cap = stack_cap == 0 ? 1024 : stack_cap * 2;
-  stack_entry_t *t = _fg_os_alloc_aligned(cap * sizeof *t, FG_OS_PAGE);
-  uint32_t *index = _fg_os_alloc_aligned(cap * 2 * sizeof *index, FG_OS_PAGE);
-  if (t == NULL || index == NULL) return false;
+  size_t cap = stack_cap == 0 ? STACKS_FIRST : stack_cap * 2;
+  stack_entry_t *t = _fg_os_alloc_aligned(table_bytes(cap), FG_OS_PAGE);
+  if (t == NULL) return false;
+  uint32_t *index = (uint32_t *)(t + cap);
   if (stack_table != NULL) {
     memcpy(t, stack_table, stack_count * sizeof *t);
-    _fg_os_free(stack_table, stack_cap * sizeof *t);
-    _fg_os_free(stack_index, stack_cap * 2 * sizeof *index);
+    _fg_os_free(stack_table, table_bytes(stack_cap));
   }
   for (size_t i = 0; i < stack_count; i++) {
     size_t j = t[i].hash & (cap * 2 - 1);
