@@ -24,9 +24,10 @@ static pthread_once_t heap_key_once = PTHREAD_ONCE_INIT;
 static void make_key(void) { pthread_key_create(&heap_key, _fg_heap_thread_done); }
 
 /* Heap structs (each with its ledger behind it) come from a chunk of their own, carved under
- * heaps_lock; never given back. */
+ * heaps_lock; never given back. Each starts a page: what its thread writes is then one page
+ * (64-byte steps put most heaps across 2 or 3). */
 static fg_heap_t *heap_new_locked(void) {
-  size_t size = fg_align_up(sizeof(fg_heap_ledger_t), 64);
+  size_t size = fg_align_up(sizeof(fg_heap_ledger_t), FG_OS_PAGE);
   if (heap_chunk_left < size) {
     heap_chunk = _fg_os_alloc_aligned(64 * size, FG_OS_PAGE);
     if (heap_chunk == NULL) return NULL;

@@ -191,8 +191,8 @@ typedef struct fg_segment_s {
 #define FG_LARGE_BUCKET_MIN_SHIFT 19
 #define FG_LARGE_BUCKETS (8 * (48 - FG_LARGE_BUCKET_MIN_SHIFT))
 typedef struct fg_large_cache_s {
+  size_t bytes; /* mapped bytes cached; first, with the buckets of the sizes programs use */
   struct fg_segment_s *buckets[FG_LARGE_BUCKETS];
-  size_t bytes; /* mapped bytes cached */
 } fg_large_cache_t;
 
 #define FG_MAYBE_EMPTY_ALL ((uint8_t)((1u << FG_SEG_KINDS) - 1))
@@ -219,10 +219,8 @@ typedef struct fg_heap_s {
   /* Guards what the purger thread (purger.c) may give back behind the owner's back: the
    * heap's segment lists and free page slots, and its large cache. */
   fg_lock_t lock;
-  /* Large blocks: the ones this thread freed, kept for its own next requests without the
-   * process cache's lock, and what it has live (allocated minus freed, by this thread:
+  /* Large blocks: what this thread has live (allocated minus freed, by this thread:
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
-  fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
   /* Large allocations (owner-written), and their count at the last decay pass and at the
    * purger's last look (large.c: a cache nobody asks of gives back sooner). */
@@ -234,6 +232,11 @@ typedef struct fg_heap_s {
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
   struct fg_heap_s *next_abandoned, *next_all;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
+  /* Large blocks this thread freed, kept for its own next requests without the process
+   * cache's lock. Last: a heap is 5.2 KiB, and what a thread writes then fits its first page
+   * (heap.c gives each heap its own pages); the buckets past it are those of blocks of more
+   * than 1.5 GiB. */
+  fg_large_cache_t large_cache;
 } fg_heap_t;
 
 /* A thread heap and its ledger, allocated together (heap.c). The empty heap is a bare
