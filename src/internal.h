@@ -24,7 +24,7 @@ void _fg_yield(void); /* os.c */
  * function that most processes call only to test a flag keeps that test outside, inline. */
 #define fg_rare __attribute__((section(".text.fg_rare")))
 /* Read-only data that only rare code reads (help texts), placed with it. */
-#define fg_rare_data __attribute__((section(".rodata.fg_rare")))
+#define fg_rare_data __attribute__((section(".fg_rare_rodata")))
 /* A big zero-filled array that a process touches in a few places if at all (the segment map,
  * the ledger's tables): placed ahead of the small variables (cmake/layout.ld), which then
  * share pages instead of being spread around it. */
