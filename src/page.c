@@ -99,8 +99,8 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->free = _fg_link_plain(_fg_list_end(page));
   page->local_free = _fg_link(page, _fg_list_end(page));
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
-  page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
-  page->purged = 0;
+  page->fresh = !page->committed; /* carving uncommitted memory faults: the ledger counts it */
+  page->committed = 1;
   page->has_aligned = 0;
   page->prev_class = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);

@@ -143,7 +143,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint8_t class_idx;
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
-  uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
+  uint8_t committed;            /* (free slot) its memory may be committed: 0 while new or given back */
   /* Where its class's ledger row sits in any heap (offsetof ledger.classes[class_idx]): the
    * inline ledger adds to heap + this, one load in place of three instructions. */
   uint32_t ledger_row;
