@@ -147,7 +147,7 @@ static inline void *sampled(size_t size, size_t align, bool zero) {
   return fg_unlikely(_fg_sample_due(_fg_heap(), size)) ? _fg_sample_alloc(size, align, zero) : NULL;
 }
 
-fg_rare void *_fg_calloc_raw(size_t count, size_t size) {
+void *_fg_calloc_raw(size_t count, size_t size) {
   size_t total;
   if (fg_unlikely(__builtin_mul_overflow(count, size, &total))) {
     errno = ENOMEM;
@@ -173,7 +173,7 @@ fg_export void *fg_calloc(size_t count, size_t size) {
   return p;
 }
 
-fg_rare void *_fg_realloc_raw(void *p, size_t size) {
+void *_fg_realloc_raw(void *p, size_t size) {
   if (p == NULL) return malloc_core(size);
   if (size == 0) { /* glibc: free and return NULL, errno untouched */
     _fg_free_raw(p, false, 0);
@@ -223,7 +223,7 @@ static fg_noinline fg_rare void *realloc_hooked(void *p, size_t size) {
 }
 
 /* A sampled realloc moves the block into its sample. */
-static fg_noinline void *realloc_into(void *p, void *q, size_t size) {
+static fg_noinline fg_warm void *realloc_into(void *p, void *q, size_t size) {
   if (p != NULL) {
     size_t old = fg_usable_size(p);
     memcpy(q, p, old < size ? old : size);
@@ -254,7 +254,7 @@ fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
  * at page starts aligned to 64 and step by the class size. Others over-allocate within a
  * class and mark the page so free() maps the interior pointer back to its block; the rest
  * are large blocks, whose mapping is segment-aligned. */
-fg_rare void *_fg_memalign_raw(size_t align, size_t size) {
+fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
   if (align <= 8) return malloc_core(size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -292,7 +292,7 @@ static void *malloc_aligned(size_t align, size_t size) {
   return p;
 }
 
-fg_export void *fg_aligned_alloc(size_t align, size_t size) {
+fg_export fg_warm void *fg_aligned_alloc(size_t align, size_t size) {
   if (!fg_is_pow2(align)) { /* glibc >= 2.38: alignment 0 or not a power of two */
     errno = EINVAL;
     return NULL;
@@ -300,7 +300,7 @@ fg_export void *fg_aligned_alloc(size_t align, size_t size) {
   return malloc_aligned(align, size);
 }
 
-fg_export void *fg_memalign(size_t align, size_t size) {
+fg_export fg_warm void *fg_memalign(size_t align, size_t size) {
   if (align > ((size_t)1 << 62)) { /* absurd: cannot be rounded to a power of two */
     errno = EINVAL;
     return NULL;
@@ -310,7 +310,7 @@ fg_export void *fg_memalign(size_t align, size_t size) {
   return malloc_aligned(align, size);
 }
 
-fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
+fg_export fg_warm int fg_posix_memalign(void **out, size_t align, size_t size) {
   if (align < sizeof(void *) || !fg_is_pow2(align)) return EINVAL;
   int saved = errno;
   void *p = malloc_aligned(align, size);

@@ -206,7 +206,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
 /* A sized free whose size does not fit its page's block size: a large block (its segment's
  * lone page has block size 0), an aligned interior pointer (never size-checked: its size is
  * the request, not the block's), or a wrong size; or no page of ours at all. */
-static fg_noinline void free_sized_slow(void *p, size_t size, bool user) {
+static fg_noinline fg_warm void free_sized_slow(void *p, size_t size, bool user) {
   fg_segment_t *s = _fg_segment_of(p);
   unsigned page_shift = s->page_shift;
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
@@ -346,7 +346,7 @@ fg_export fg_rare bool fg_is_owned(const void *p) {
   return !(looks_freed(page, b) && _fg_page_holds_free(page, b));
 }
 
-fg_export void fg_collect(bool force) {
+fg_export fg_warm void fg_collect(bool force) {
   uint8_t was = _fg_returning_for(FG_BY_COLLECT);
   _fg_collect_all(_fg_heap(), force);
   _fg_returning_end(was);

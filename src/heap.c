@@ -139,7 +139,7 @@ static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
  * (collect_abandoned_locked), so memory comes back as it would from an idle thread.
  * A later free from this thread (another TLS destructor) goes the remote way; a later
  * malloc adopts a heap again and re-arms this destructor. */
-void _fg_heap_thread_done(void *arg) {
+fg_warm void _fg_heap_thread_done(void *arg) {
   fg_heap_t *heap = arg;
   if (heap == NULL || heap == &_fg_heap_empty) return;
   _fg_heap_tls = &_fg_heap_empty;
@@ -382,7 +382,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
 /* Walk every page of a heap: gather remote frees, release empty pages. A lone empty page
  * of a class is released once it has been seen empty for the decay time (owned heaps), or
  * at once (forced, or nobody owns the heap). Then purge free slots past the decay time. */
-void _fg_heap_collect(fg_heap_t *heap, bool force) {
+fg_warm void _fg_heap_collect(fg_heap_t *heap, bool force) {
   uint64_t now = _fg_clock_ms(), decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   heap->decay_at = UINT64_MAX; /* the frees below tick: no pass inside this one */
   free_delayed(heap);
@@ -437,7 +437,7 @@ static void collect_abandoned(bool force) {
 
 /* Every layer at once: this thread's heap (if it has one), the exited threads' heaps, the
  * process caches. fg_collect, malloc_trim and the out-of-memory retries call it. */
-void _fg_collect_all(fg_heap_t *heap, bool force) {
+fg_warm void _fg_collect_all(fg_heap_t *heap, bool force) {
   if (heap != &_fg_heap_empty) _fg_heap_collect(heap, force);
   collect_abandoned(force);
   uint64_t now = _fg_clock_ms();

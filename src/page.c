@@ -153,7 +153,7 @@ bool _fg_page_extend(fg_page_t *page) {
 
 static uintptr_t purge_mark(uint64_t check) { return _fg_secret ^ (check * 0xff51afd7ed558ccdu); }
 
-static void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
+static fg_warm void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
   size_t bsize = page->block_size;
   for (uint32_t n = 0; !_fg_link_nil(page, l) && n <= page->capacity; n++) {
     fg_block_t *b = _fg_block(page, l);

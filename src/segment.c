@@ -161,7 +161,7 @@ static void segment_unlink(fg_heap_t *heap, fg_segment_t *s) {
 }
 
 /* An empty segment leaves its heap for the shared cache (or the OS). */
-static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
+static fg_warm void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   segment_unlink(heap, s);
   for (size_t i = 0; i < s->page_count; i++) _fg_page_side_array_drop(&s->pages[i]);
   /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO rounds);
@@ -286,7 +286,7 @@ bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
 
 /* A mapping for one large block: `size` bytes (header included) at a segment-aligned
  * address, registered in the segment map. */
-fg_segment_t *_fg_segment_map_large(size_t size) {
+fg_warm fg_segment_t *_fg_segment_map_large(size_t size) {
   fg_segment_t *s = _fg_os_alloc_aligned(size, FG_SEGMENT_SIZE);
   if (s == NULL) return NULL;
   _fg_segment_large_init(s, size);
