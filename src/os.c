@@ -118,7 +118,7 @@ void *_fg_os_alloc_aligned(size_t size, size_t align) {
  * the whole OS pages inside the range: madvise refuses a start that is not page-aligned
  * (a segment's first page slot starts after the header), and then gave back nothing of a
  * run of free slots: 16 MiB of a quiet program's 24 stayed resident that way. */
-fg_warm void _fg_os_purge(void *p, size_t size) {
+void _fg_os_purge(void *p, size_t size) {
   uintptr_t start = fg_align_up((uintptr_t)p, FG_OS_PAGE), end = ((uintptr_t)p + size) & ~(FG_OS_PAGE - 1);
   if (end <= start) return;
   int saved = errno;
