@@ -23,16 +23,16 @@ void _fg_yield(void); /* os.c */
  * fault, clipped to the mapping, so rare code among the hot code was resident with it. A rare
  * function that most processes call only to test a flag keeps that test outside, inline. */
 #define fg_rare __attribute__((section(".text.fg_rare")))
-/* Code that a small program may never run, though most real ones do: large blocks, realloc,
- * aligned and sized calls, operator new's path, thread exit, giving memory back. Linked into
- * a mapping of its own as well (cmake/layout.ld), so that a program that only mallocs and
- * frees small blocks has the hot code alone resident. */
+/* Code that a small program may never run, though most real ones do: large blocks (and their
+ * reallocs), aligned allocation, sized frees that miss, thread exit, giving memory back.
+ * Linked into a mapping of its own as well (cmake/layout.ld), so that a program that only
+ * mallocs, reallocs and frees small blocks has the hot code alone resident. */
 #define fg_warm __attribute__((section(".text.fg_warm")))
 /* Read-only data that only rare code reads (help texts), placed with it. */
 #define fg_rare_data __attribute__((section(".fg_rare_rodata")))
 /* A big zero-filled array that a process touches in a few places if at all (the segment map,
- * the ledger's tables): placed ahead of the small variables (cmake/layout.ld), which then
- * share pages instead of being spread around it. */
+ * the ledger's tables, the process's large cache): placed behind the small variables
+ * (cmake/layout.ld), which then share a page instead of being spread around it. */
 #define fg_big_zeros __attribute__((section(".bss.fg_big")))
 
 static inline size_t fg_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
