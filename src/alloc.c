@@ -50,9 +50,9 @@ static inline void *malloc_core(size_t size) {
   return malloc_generic(heap, size);
 }
 
-void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
+fg_rare void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
 
-static fg_noinline void *malloc_hooked(size_t size) {
+static fg_noinline fg_rare void *malloc_hooked(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -208,7 +208,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
  * its usable size, which is the request in secure mode but the whole block otherwise (redis
  * writes up to malloc_usable_size: copying only the request lost its strings under the
  * ledger). */
-static fg_noinline void *realloc_hooked(void *p, size_t size) {
+static fg_noinline fg_rare void *realloc_hooked(void *p, size_t size) {
   if (p == NULL) return malloc_hooked(size);
   if (size == 0) {
     fg_free(p);
@@ -223,7 +223,7 @@ static fg_noinline void *realloc_hooked(void *p, size_t size) {
 }
 
 /* A sampled realloc moves the block into its sample. */
-static fg_noinline void *realloc_into(void *p, void *q, size_t size) {
+static fg_noinline fg_warm void *realloc_into(void *p, void *q, size_t size) {
   if (p != NULL) {
     size_t old = fg_usable_size(p);
     memcpy(q, p, old < size ? old : size);
@@ -254,7 +254,7 @@ fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
  * at page starts aligned to 64 and step by the class size. Others over-allocate within a
  * class and mark the page so free() maps the interior pointer back to its block; the rest
  * are large blocks, whose mapping is segment-aligned. */
-void *_fg_memalign_raw(size_t align, size_t size) {
+fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
   if (align <= 8) return malloc_core(size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -292,7 +292,7 @@ static void *malloc_aligned(size_t align, size_t size) {
   return p;
 }
 
-fg_export void *fg_aligned_alloc(size_t align, size_t size) {
+fg_export fg_warm void *fg_aligned_alloc(size_t align, size_t size) {
   if (!fg_is_pow2(align)) { /* glibc >= 2.38: alignment 0 or not a power of two */
     errno = EINVAL;
     return NULL;
@@ -300,7 +300,7 @@ fg_export void *fg_aligned_alloc(size_t align, size_t size) {
   return malloc_aligned(align, size);
 }
 
-fg_export void *fg_memalign(size_t align, size_t size) {
+fg_export fg_warm void *fg_memalign(size_t align, size_t size) {
   if (align > ((size_t)1 << 62)) { /* absurd: cannot be rounded to a power of two */
     errno = EINVAL;
     return NULL;
@@ -310,7 +310,7 @@ fg_export void *fg_memalign(size_t align, size_t size) {
   return malloc_aligned(align, size);
 }
 
-fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
+fg_export fg_warm int fg_posix_memalign(void **out, size_t align, size_t size) {
   if (align < sizeof(void *) || !fg_is_pow2(align)) return EINVAL;
   int saved = errno;
   void *p = malloc_aligned(align, size);
@@ -322,9 +322,9 @@ fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
-fg_export void *fg_valloc(size_t size) { return malloc_aligned(FG_OS_PAGE, size); }
+fg_export fg_rare void *fg_valloc(size_t size) { return malloc_aligned(FG_OS_PAGE, size); }
 
-fg_export void *fg_pvalloc(size_t size) {
+fg_export fg_rare void *fg_pvalloc(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;

@@ -21,7 +21,7 @@ static inline bool looks_freed_plain(const fg_block_t *b) { return link_looks_fr
 
 /* p is no block of its page. If the page was taken over from another class (heap.c's
  * page_take_empty) and p is a block start of that class, p was freed before: a double free. */
-static fg_noinline fg_cold void misplaced(const fg_page_t *page, const void *p) {
+static fg_noinline fg_cold fg_rare void misplaced(const fg_page_t *page, const void *p) {
   size_t off = (size_t)((const uint8_t *)p - page->start);
   if (page->prev_class != 0 && (const uint8_t *)p >= page->start && off % _fg_class_size(page->prev_class - 1u) == 0)
     _fg_misuse("double free", p);
@@ -111,7 +111,7 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
 
 void _fg_free_other(fg_page_t *page, void *p) { free_remote(_fg_segment_of(p), page, p, false); }
 
-static fg_noinline fg_cold void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
+static fg_noinline fg_cold fg_rare void free_foreign(const void *p) { _fg_misuse("not a frugal pointer", p); }
 
 /* A free left the page's used word at 0 or below: the page is empty, or flagged
  * FG_USED_SLOW. An empty page, if the lone page of its class (no neighbours: next == prev ==
@@ -206,7 +206,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
 /* A sized free whose size does not fit its page's block size: a large block (its segment's
  * lone page has block size 0), an aligned interior pointer (never size-checked: its size is
  * the request, not the block's), or a wrong size; or no page of ours at all. */
-static fg_noinline void free_sized_slow(void *p, size_t size, bool user) {
+static fg_noinline fg_warm void free_sized_slow(void *p, size_t size, bool user) {
   fg_segment_t *s = _fg_segment_of(p);
   unsigned page_shift = s->page_shift;
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
@@ -254,7 +254,7 @@ void _fg_free_raw(void *p, bool sized, size_t size) {
 
 /* What the segment map did not mark plain: NULL, a foreign pointer, or any pointer while
  * every call is hooked. */
-static fg_noinline void free_hooked(void *p, size_t size, bool sized, uint8_t v) {
+static fg_noinline fg_rare void free_hooked(void *p, size_t size, bool sized, uint8_t v) {
   if (p == NULL) return;
   if (v == 0) free_foreign(p);
   _fg_hook_free(p);
@@ -327,7 +327,7 @@ fg_export size_t fg_usable_size(const void *p) {
   return usable_slow(p);
 }
 
-fg_export bool fg_is_owned(const void *p) {
+fg_export fg_rare bool fg_is_owned(const void *p) {
   fg_segment_t *s = _fg_segment_of(p);
   if (p == NULL || !_fg_segment_valid(s)) return false;
   if (s->kind == FG_SEG_LARGE && s->guarded) return _fg_guard_owns(s, p);
@@ -346,7 +346,7 @@ fg_export bool fg_is_owned(const void *p) {
   return !(looks_freed(page, b) && _fg_page_holds_free(page, b));
 }
 
-fg_export void fg_collect(bool force) {
+fg_export fg_warm void fg_collect(bool force) {
   uint8_t was = _fg_returning_for(FG_BY_COLLECT);
   _fg_collect_all(_fg_heap(), force);
   _fg_returning_end(was);

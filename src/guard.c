@@ -143,14 +143,14 @@ size_t _fg_guard_usable(fg_segment_t *s, const void *p) {
   return _fg_class_size(_fg_class_of(live_slot(s, p)->size));
 }
 
-bool _fg_guard_owns(fg_segment_t *s, const void *p) {
+fg_rare bool _fg_guard_owns(fg_segment_t *s, const void *p) {
   int i = slot_of_block(s, p);
   return i >= 0 && atomic_load_explicit(&slots(s)[i].state, memory_order_acquire) == SLOT_LIVE;
 }
 
 /* ---- the fault handler ------------------------------------------------------------------------ */
 
-static void write_stack(fg_writer_t *w, const char *title, uint32_t stack) {
+static fg_rare void write_stack(fg_writer_t *w, const char *title, uint32_t stack) {
   fg_frame_t frames[FG_STACK_FRAMES];
   size_t n = stack != FG_NO_STACK ? _fg_stack_frames(stack, frames) : 0;
   _fg_w_printf(w, "  %s:%s\n", title, n == 0 ? " (no stack)" : "");
@@ -164,7 +164,7 @@ static void write_stack(fg_writer_t *w, const char *title, uint32_t stack) {
 /* The slot a fault at addr is about, or -1 (a page of no block: not a heap bug we can name).
  * A sealed block page is its own slot's; a guard page is that of the nearer of the blocks on
  * either side of it. */
-static int slot_at(fg_segment_t *s, const uint8_t *addr) {
+static fg_rare int slot_at(fg_segment_t *s, const uint8_t *addr) {
   size_t page = (size_t)(addr - (uint8_t *)s) / FG_OS_PAGE - HEADER_PAGES;
   if (page % 2 == 1) {
     uint32_t i = (uint32_t)(page - 1) / 2;
@@ -183,7 +183,7 @@ static int slot_at(fg_segment_t *s, const uint8_t *addr) {
 }
 
 /* One `frugal: ` line naming the bug and the address, the block and its stacks, then abort. */
-static fg_noreturn void report(fg_segment_t *s, uint32_t i, const uint8_t *addr) {
+static fg_noreturn fg_rare void report(fg_segment_t *s, uint32_t i, const uint8_t *addr) {
   const slot_t *sl = &slots(s)[i];
   const uint8_t *p = block_of(s, i), *end = p + sl->size;
   bool freed = atomic_load_explicit(&sl->state, memory_order_acquire) != SLOT_LIVE;
@@ -201,7 +201,7 @@ static fg_noreturn void report(fg_segment_t *s, uint32_t i, const uint8_t *addr)
   abort();
 }
 
-static void on_fault(int sig, siginfo_t *info, void *context) {
+static fg_rare void on_fault(int sig, siginfo_t *info, void *context) {
   const uint8_t *addr = info->si_addr;
   fg_segment_t *s = atomic_load_explicit(&region, memory_order_acquire);
   if (s != NULL && addr >= (uint8_t *)s + HEADER_PAGES * FG_OS_PAGE && addr < (uint8_t *)s + REGION_PAGES * FG_OS_PAGE) {

@@ -23,9 +23,11 @@ static pthread_once_t heap_key_once = PTHREAD_ONCE_INIT;
 
 static void make_key(void) { pthread_key_create(&heap_key, _fg_heap_thread_done); }
 
-/* Heap structs come from a chunk of their own, carved under heaps_lock; never given back. */
+/* Heap structs (each with its ledger behind it) come from a chunk of their own, carved under
+ * heaps_lock; never given back. Each starts a page: what its thread writes is then one page
+ * (64-byte steps put most heaps across 2 or 3). */
 static fg_heap_t *heap_new_locked(void) {
-  size_t size = fg_align_up(sizeof(fg_heap_t), 64);
+  size_t size = fg_align_up(sizeof(fg_heap_ledger_t), FG_OS_PAGE);
   if (heap_chunk_left < size) {
     heap_chunk = _fg_os_alloc_aligned(64 * size, FG_OS_PAGE);
     if (heap_chunk == NULL) return NULL;
@@ -137,7 +139,7 @@ static void release_empty_beyond(fg_heap_t *heap, size_t keep, uint64_t now) {
  * (collect_abandoned_locked), so memory comes back as it would from an idle thread.
  * A later free from this thread (another TLS destructor) goes the remote way; a later
  * malloc adopts a heap again and re-arms this destructor. */
-void _fg_heap_thread_done(void *arg) {
+fg_warm void _fg_heap_thread_done(void *arg) {
   fg_heap_t *heap = arg;
   if (heap == NULL || heap == &_fg_heap_empty) return;
   _fg_heap_tls = &_fg_heap_empty;
@@ -402,7 +404,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
 /* Walk every page of a heap: gather remote frees, release empty pages. A lone empty page
  * of a class is released once it has been seen empty for the decay time (owned heaps), or
  * at once (forced, or nobody owns the heap). Then purge free slots past the decay time. */
-void _fg_heap_collect(fg_heap_t *heap, bool force) {
+fg_warm void _fg_heap_collect(fg_heap_t *heap, bool force) {
   uint64_t now = _fg_clock_ms(), decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   heap->decay_at = UINT64_MAX; /* the frees below tick: no pass inside this one */
   free_delayed(heap);
@@ -457,7 +459,7 @@ static void collect_abandoned(bool force) {
 
 /* Every layer at once: this thread's heap (if it has one), the exited threads' heaps, the
  * process caches. fg_collect, malloc_trim and the out-of-memory retries call it. */
-void _fg_collect_all(fg_heap_t *heap, bool force) {
+fg_warm void _fg_collect_all(fg_heap_t *heap, bool force) {
   if (heap != &_fg_heap_empty) _fg_heap_collect(heap, force);
   collect_abandoned(force);
   uint64_t now = _fg_clock_ms();
@@ -511,14 +513,14 @@ static void decay_if_due(fg_heap_t *heap) {
 }
 
 /* The ledger merges every heap, live or abandoned. */
-void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg) {
+fg_rare void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg) {
   pthread_mutex_lock(&heaps_lock);
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) fn(heap, arg);
   pthread_mutex_unlock(&heaps_lock);
 }
 
 /* What every cache holds right now (fg_stats_get). */
-void _fg_heaps_held(fg_stats_t *out) {
+fg_rare void _fg_heaps_held(fg_stats_t *out) {
   pthread_mutex_lock(&heaps_lock);
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
     out->large_cache_bytes += _fg_large_heap_cached(heap);
@@ -567,7 +569,7 @@ static bool check_fail(const char *what, const void *where) {
 }
 
 /* Count a page's free list, checking each link lands on a block start of the page. */
-static bool check_list(const fg_page_t *page, fg_link_t l, uint32_t *count) {
+static fg_rare bool check_list(const fg_page_t *page, fg_link_t l, uint32_t *count) {
   for (const fg_block_t *b; !_fg_link_nil(page, l); l = b->next) {
     b = _fg_block(page, l);
     size_t off = (size_t)((const uint8_t *)b - page->start);
@@ -612,7 +614,7 @@ static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full
   return true;
 }
 
-fg_export bool fg_heap_check(void) {
+fg_export fg_rare bool fg_heap_check(void) {
   fg_heap_t *heap = _fg_heap();
   if (heap == &_fg_heap_empty) return true;
   size_t kept = 0;

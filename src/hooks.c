@@ -25,13 +25,13 @@
  * by the hooks. */
 #include "internal.h"
 
-void _fg_hook_alloc(void *p, size_t size) {
+fg_rare void _fg_hook_alloc(void *p, size_t size) {
   if (_fg_secure_on()) _fg_secure_alloc(p, size);
   if (_fg_ledger_active()) _fg_ledger_alloc(p, size);
 }
 
 /* The ledger reads the request secure mode stored, and clears it. */
-size_t _fg_hook_free(void *p) {
+fg_rare size_t _fg_hook_free(void *p) {
   if (!_fg_ledger_active()) return _fg_secure_on() ? _fg_secure_free(p) : 0;
   if (_fg_secure_on()) _fg_secure_free_keep(p);
   return _fg_ledger_free(p);

@@ -13,7 +13,7 @@ uintptr_t _fg_secret;
 unsigned _fg_mode;
 static _Atomic int init_state; /* 0: not started, 1: running, 2: done */
 
-void _fg_write_stderr(const char *s) {
+fg_rare void _fg_write_stderr(const char *s) {
   size_t n = strlen(s);
   while (n > 0) {
     ssize_t w = write(2, s, n);
@@ -23,7 +23,7 @@ void _fg_write_stderr(const char *s) {
   }
 }
 
-void _fg_warning(const char *msg, const char *detail) {
+fg_rare void _fg_warning(const char *msg, const char *detail) {
   char line[512];
   size_t n = 0;
   for (const char *parts[] = {"frugal: warning: ", msg, detail, NULL}, **q = parts; *q; q++)
@@ -33,9 +33,8 @@ void _fg_warning(const char *msg, const char *detail) {
   _fg_write_stderr(line);
 }
 
-/* "frugal: event: <msg>[<bytes> bytes]" when FRUGAL_VERBOSE >= level; no allocation. */
-static void event_line(int level, const char *msg, uint64_t bytes, bool with_bytes) {
-  if (_fg_option(FG_OPTION_VERBOSE) < level) return;
+/* "frugal: event: <msg>[<bytes> bytes]"; no allocation. */
+static fg_noinline fg_rare void event_write(const char *msg, uint64_t bytes, bool with_bytes) {
   char line[256], digits[24];
   size_t n = 0, d = 0;
   do digits[d++] = (char)('0' + bytes % 10); while ((bytes /= 10) != 0);
@@ -48,6 +47,11 @@ static void event_line(int level, const char *msg, uint64_t bytes, bool with_byt
   line[n++] = '\n';
   line[n] = '\0';
   _fg_write_stderr(line);
+}
+
+/* The level test stays out of the rare code: slow paths that a quiet process runs call here. */
+static inline void event_line(int level, const char *msg, uint64_t bytes, bool with_bytes) {
+  if (_fg_option(FG_OPTION_VERBOSE) >= level) event_write(msg, bytes, with_bytes);
 }
 
 void _fg_event(int level, const char *msg) { event_line(level, msg, 0, false); }
@@ -66,7 +70,7 @@ void _fg_returning_end(uint8_t was) {
 }
 
 /* One line, "frugal: <what> at 0x...", then abort: never a silent corruption. */
-void _fg_misuse(const char *what, const void *p) {
+fg_rare void _fg_misuse(const char *what, const void *p) {
   char line[160];
   size_t n = 0;
   for (const char *c = "frugal: "; *c; c++) line[n++] = *c;

@@ -17,6 +17,23 @@ void _fg_yield(void); /* os.c */
 #define fg_cold __attribute__((cold))
 #define fg_noreturn __attribute__((noreturn))
 #define fg_export __attribute__((visibility("default")))
+/* Code a typical process never runs: reports, the ledger's and secure mode's work, misuse and
+ * fault reports, the raw helpers of hooked calls. libfrugal.so links it into a mapping of its
+ * own (cmake/layout.ld): the kernel maps a file's pages in by windows of 16 pages around each
+ * fault, clipped to the mapping, so rare code among the hot code was resident with it. A rare
+ * function that most processes call only to test a flag keeps that test outside, inline. */
+#define fg_rare __attribute__((section(".text.fg_rare")))
+/* Code that a small program may never run, though most real ones do: large blocks (and their
+ * reallocs), aligned allocation, sized frees that miss, thread exit, giving memory back.
+ * Linked into a mapping of its own as well (cmake/layout.ld), so that a program that only
+ * mallocs, reallocs and frees small blocks has the hot code alone resident. */
+#define fg_warm __attribute__((section(".text.fg_warm")))
+/* Read-only data that only rare code reads (help texts), placed with it. */
+#define fg_rare_data __attribute__((section(".fg_rare_rodata")))
+/* A big zero-filled array that a process touches in a few places if at all (the segment map,
+ * the ledger's tables, the process's large cache): placed behind the small variables
+ * (cmake/layout.ld), which then share a page instead of being spread around it. */
+#define fg_big_zeros __attribute__((section(".bss.fg_big")))
 
 static inline size_t fg_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static inline bool fg_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
@@ -476,12 +493,12 @@ static inline bool _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void
   /* One event in 64: a byte that counts by 4 carries then. On x86-64 one add to memory and a
    * jump on its carry (compilers load, add, store, test: 3 more). */
 #if defined(__x86_64__) && defined(__GNUC__)
-  __asm__ goto("addb $4, %0\n\tjc %l[due]" : "+m"(heap->ledger.events) : : "cc" : due);
+  __asm__ goto("addb $4, %0\n\tjc %l[due]" : "+m"(_fg_heap_ledger(heap)->events) : : "cc" : due);
   return false;
 due:
   return true;
 #else
-  return (uint8_t)(heap->ledger.events += 4) == 0;
+  return (uint8_t)(_fg_heap_ledger(heap)->events += 4) == 0;
 #endif
 }
 

@@ -13,9 +13,11 @@
  * 12.5 % reshapes (mremap) the nearest cached block, cut down or grown with the pages of other
  * cached blocks, rather than map a new one while they stay resident. */
 static fg_lock_t large_lock;
-static fg_large_cache_t shared; /* the process cache, under large_lock */
-static size_t live_bytes;       /* mapped bytes of large blocks not in the process cache */
-static size_t live_peak;        /* the most live_bytes was since the last decay pass */
+/* The process cache, under large_lock. With the big arrays: its 1.8 KiB, written only once
+ * a process gives it large blocks, took the small variables past one page. */
+static fg_big_zeros fg_large_cache_t shared;
+static size_t live_bytes; /* mapped bytes of large blocks not in the process cache */
+static size_t live_peak;  /* the most live_bytes was since the last decay pass */
 /* ms: the last decay pass of a heap that had asked for large blocks since its previous one
  * (stamped there, not by each request: 8 threads storing the time of each 1 MiB request to
  * one cache line took 14 % more CPU in the lab's threads cell). */
@@ -50,7 +52,7 @@ static void cache_remove(fg_large_cache_t *c, size_t b, fg_segment_t *s) {
 
 /* The most recently freed cached mapping that fits `need` bytes with `offset` in front of the
  * block and wastes at most 1/8 of the block; NULL if none. */
-static fg_segment_t *cache_take(fg_large_cache_t *c, size_t need, size_t offset) {
+static fg_warm fg_segment_t *cache_take(fg_large_cache_t *c, size_t need, size_t offset) {
   size_t first = bucket_of(need);
   for (size_t b = first; b < first + 3 && b < FG_LARGE_BUCKETS; b++) {
     for (fg_segment_t *s = c->buckets[b]; s != NULL; s = s->next) {
@@ -66,7 +68,7 @@ static fg_segment_t *cache_take(fg_large_cache_t *c, size_t need, size_t offset)
  * bigger one, else the biggest smaller one (NULL if the cache is empty). Mapping a new block
  * while one that could be reshaped stays resident would hold memory the program does not use:
  * random 5-25 MiB blocks, 16 live, peaked at 1.8 x glibc's RSS that way. */
-static fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
+static fg_warm fg_segment_t *cache_take_nearest(fg_large_cache_t *c, size_t need) {
   if (c->bytes == 0) return NULL;
   size_t first = bucket_of(need), at = 0;
   fg_segment_t *best = NULL;
@@ -264,7 +266,7 @@ static void shared_put_locked(fg_segment_t *s, fg_segment_t **evicted) {
 }
 
 /* Blocks to the process cache (a list linked by `next`), under one lock. */
-static void shared_put_list(fg_segment_t *list) {
+static fg_warm void shared_put_list(fg_segment_t *list) {
   fg_segment_t *evicted = NULL;
   _fg_lock(&large_lock);
   for (fg_segment_t *next; list != NULL; list = next) {
@@ -355,7 +357,7 @@ static size_t split_bound(const fg_heap_t *heap) {
 /* Cut s down to `keep` bytes: its tail becomes a cached block of its own in `c` (the heap
  * cache s came from; NULL: the process cache, which keeps no tails) if it has room, else goes
  * back to the OS. */
-static void cut(fg_segment_t *s, size_t keep, fg_heap_t *heap, fg_large_cache_t *c) {
+static fg_warm void cut(fg_segment_t *s, size_t keep, fg_heap_t *heap, fg_large_cache_t *c) {
   size_t tail = s->mapped - keep;
   if (c != NULL && tail >= SPLIT_MIN && c->bytes + tail <= split_bound(heap)) {
     pieces_t p = *pieces(s);
@@ -418,7 +420,7 @@ static uint32_t take_donors(fg_large_cache_t *c, size_t want, uint32_t room, don
  * 16 live: growing with fresh pages alone took 1.3 x glibc's page faults (372k against 285k),
  * the cache's spare pages sitting in tails too small for the request; with the cache's pages,
  * 88k. NULL, with s given back, when no mapping is to be had. */
-static fg_segment_t *grow(fg_segment_t *s, size_t need, fg_large_cache_t *c) {
+static fg_warm fg_segment_t *grow(fg_segment_t *s, size_t need, fg_large_cache_t *c) {
   size_t old = s->mapped;
   pieces_t p = *pieces(s);
   donor_t d[PIECES_MAX];
@@ -523,7 +525,7 @@ static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
   return s;
 }
 
-void *_fg_large_alloc(size_t size, size_t align, bool zero) {
+fg_warm void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -684,7 +686,7 @@ static fg_segment_t *move_live(fg_segment_t *s, size_t size) {
 /* Resize when the pages can follow: shrink in place, grow into free address space behind the
  * block, else move the pages (move_live). No copy, no fault on the kept pages. NULL when the
  * block must be copied. */
-void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
+fg_warm void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
   if (s->guarded) return NULL; /* a guarded block moves (the caller's _fg_large_usable checks it) */
   large_check(s, p);
   size_t usable = s->mapped - s->large_offset - _fg_secure_guard(), old = s->mapped;
@@ -722,7 +724,7 @@ bool _fg_large_cache_collect(uint64_t now, bool force) {
 }
 
 /* The cache's least recently freed block, unlinked (NULL when empty). */
-static fg_segment_t *cache_take_oldest(fg_large_cache_t *c) {
+static fg_warm fg_segment_t *cache_take_oldest(fg_large_cache_t *c) {
   fg_segment_t *oldest = NULL;
   size_t at = 0;
   for (size_t b = 0; b < FG_LARGE_BUCKETS && c->bytes != 0; b++)
@@ -738,7 +740,7 @@ static fg_segment_t *cache_take_oldest(fg_large_cache_t *c) {
  * that much: RSS then follows what the program uses (sqlite3 freed 3 MiB of large blocks, then
  * grew its small blocks by 20 MiB: the cached blocks were a tenth of its peak RSS above glibc's).
  * A hot loop over a big buffer (seed 3) is not touched: it does not grow elsewhere. */
-void _fg_large_trim(fg_heap_t *heap, size_t bytes) {
+static fg_noinline fg_warm void trim_cached(fg_heap_t *heap, size_t bytes) {
   fg_segment_t *out = NULL;
   size_t taken = 0;
   _fg_lock(&heap->lock);
@@ -754,6 +756,20 @@ void _fg_large_trim(fg_heap_t *heap, size_t bytes) {
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   unmap_list(out, FG_C_large_cache_evictions);
   _fg_returning_end(was);
+}
+
+/* Every heap that grows calls here, most with no large block cached: the test stays out of
+ * the warm code. */
+void _fg_large_trim(fg_heap_t *heap, size_t bytes) {
+  _fg_lock(&heap->lock);
+  bool any = heap->large_cache.bytes != 0;
+  _fg_unlock(&heap->lock);
+  if (!any) {
+    _fg_lock(&large_lock);
+    any = shared.bytes != 0;
+    _fg_unlock(&large_lock);
+  }
+  if (any) trim_cached(heap, bytes);
 }
 
 size_t _fg_large_heap_cached(fg_heap_t *heap) {

@@ -26,8 +26,13 @@ typedef struct option_row_s {
  *   space (callgrind: +0.002 % on the lab's 128 B threads cell at one in 10^6). The lab's most
  *   allocation-heavy cell, 69M allocations in 0.30 s of CPU, then takes ~140 guards: 1.2-1.9 ms,
  *   0.4-0.6 %; one in 200,000 would be 1-1.6 %. tcmalloc guards one allocation per ~100 MiB. */
+/* The help texts, read by fg_options_print only, with the rare code's data. */
+#define FG_X(name, def, min, max, is_string, help) static const char help_##name[] fg_rare_data = help;
+FG_OPTIONS(FG_X)
+#undef FG_X
+
 static const option_row_t rows[FG_OPTION_COUNT] = {
-#define FG_X(name, def, min, max, is_string, help) [FG_OPTION_##name] = {"FRUGAL_" #name, def, min, max, is_string, help},
+#define FG_X(name, def, min, max, is_string, help) [FG_OPTION_##name] = {"FRUGAL_" #name, def, min, max, is_string, help_##name},
     FG_OPTIONS(FG_X)
 #undef FG_X
 };
@@ -96,7 +101,7 @@ fg_export const char *fg_option_get_string(fg_option_t o) {
   return (unsigned)o < FG_OPTION_COUNT ? option_strings[o] : NULL;
 }
 
-fg_export void fg_option_set(fg_option_t o, long v) {
+fg_export fg_rare void fg_option_set(fg_option_t o, long v) {
   if ((unsigned)o >= FG_OPTION_COUNT || rows[o].is_string) return;
   if (v < rows[o].min) v = rows[o].min;
   if (v > rows[o].max) v = rows[o].max;
@@ -113,7 +118,7 @@ static void put_long(char *buf, size_t *n, long v) {
   while (k > 0) buf[(*n)++] = tmp[--k];
 }
 
-fg_export void fg_options_print(void) {
+fg_export fg_rare void fg_options_print(void) {
   for (int i = 0; i < FG_OPTION_COUNT; i++) {
     char line[256];
     size_t n = 0, len = strlen(rows[i].name);

@@ -149,7 +149,7 @@ bool _fg_os_seal(void *p, size_t size) {
 }
 
 /* Grow or shrink a mapping where it is; never moves it, so segment alignment holds. */
-bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
+fg_warm bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
   int saved = errno;
   bool ok = mremap(p, old_size, new_size, 0) != MAP_FAILED;
   _fg_count(FG_C_mremap_calls, 1);
@@ -160,7 +160,7 @@ bool _fg_os_resize(void *p, size_t old_size, size_t new_size) {
 /* Move a mapping to `to` (a range of new_size bytes the caller mapped: the kernel replaces it),
  * growing it on the way: the pages move with their page tables, nothing is copied or faulted
  * again, and the grown tail is fresh zero pages. */
-bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size) {
+fg_warm bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size) {
   int saved = errno;
   bool ok = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
   _fg_count(FG_C_mremap_calls, 1);

@@ -18,7 +18,7 @@ static fg_new_handler_t current_handler(void) {
  * forms return NULL. A new-handler that throws out of a nothrow new propagates its exception
  * (the C++ library's own nothrow new would catch it). Sized deletes go to fg_free_sized, which
  * checks the size (README: a wrong size aborts). */
-static fg_noinline fg_cold void *new_failed(size_t n, size_t align, bool nothrow) {
+static fg_noinline fg_cold fg_rare void *new_failed(size_t n, size_t align, bool nothrow) {
   for (;;) {
     fg_new_handler_t handler = current_handler();
     if (handler == NULL) break;

@@ -22,7 +22,7 @@ static size_t side_pages(uint32_t entries) {
   return fg_align_up(entries * sizeof(uint32_t), FG_OS_PAGE) / FG_OS_PAGE;
 }
 
-static bool side_array(fg_page_t *page) {
+static fg_rare bool side_array(fg_page_t *page) {
   if (page->requested != NULL) return true;
   size_t pages = side_pages(page->reserved);
   side_free_t *a = NULL;
@@ -80,7 +80,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->start = start;
   page->block_size = bsize;
   page->class_idx = (uint8_t)class_idx;
-  page->ledger_row = (uint32_t)(offsetof(fg_heap_t, ledger.classes) + class_idx * sizeof heap->ledger.classes[0]);
+  page->ledger_row = (uint32_t)(offsetof(fg_heap_ledger_t, ledger.classes) + class_idx * sizeof(_fg_heap_ledger(heap)->classes[0]));
   page->reserved = (uint32_t)(area / bsize);
   if (page->requested_cap < page->reserved) _fg_page_side_array_drop(page); /* kept, too small */
   /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is
@@ -99,8 +99,8 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->free = _fg_link_plain(_fg_list_end(page));
   page->local_free = _fg_link(page, _fg_list_end(page));
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
-  page->fresh = page->purged; /* carving uncommitted memory faults: the ledger counts it */
-  page->purged = 0;
+  page->fresh = !page->committed; /* carving uncommitted memory faults: the ledger counts it */
+  page->committed = 1;
   page->has_aligned = 0;
   page->prev_class = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
@@ -153,7 +153,7 @@ bool _fg_page_extend(fg_page_t *page) {
 
 static uintptr_t purge_mark(uint64_t check) { return _fg_secret ^ (check * 0xff51afd7ed558ccdu); }
 
-static void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
+static fg_warm void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
   size_t bsize = page->block_size;
   for (uint32_t n = 0; !_fg_link_nil(page, l) && n <= page->capacity; n++) {
     fg_block_t *b = _fg_block(page, l);
@@ -221,7 +221,7 @@ bool _fg_page_holds_free(fg_page_t *page, const void *b) {
  * and go every round: an mmap each time doubled the ledger's cost); segment.c frees it when
  * the whole segment goes. Stale entries are harmless: every block of a page is recorded when
  * it is handed out, before anything reads its entry. */
-uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
+fg_rare uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
   if (page->heap == NULL || (const uint8_t *)p < page->start) return NULL;
   size_t off = (size_t)((const uint8_t *)p - page->start);
   size_t idx = _fg_block_index(page, off); /* a block start, or an aligned interior pointer */
@@ -238,7 +238,7 @@ uint32_t *_fg_page_requested_slot(fg_page_t *page, const void *p, bool create) {
  * a canary byte: the class of 8w + 1, which leaves each of them at least 8 (secure.c's canary
  * is then whole words). So class c takes words [size of the class below / 8, its size / 8 - 1].
  * Out of line: thread start fills the table through set_direct. */
-static fg_noinline bool direct_words_secure(size_t c, size_t *lo, size_t *hi) {
+static fg_noinline fg_rare bool direct_words_secure(size_t c, size_t *lo, size_t *hi) {
   *lo = c == 0 ? 0 : _fg_class_size(c - 1) / 8;
   *hi = _fg_class_size(c) / 8 - 1;
   if (*hi > FG_DIRECT_MAX / 8) *hi = FG_DIRECT_MAX / 8;

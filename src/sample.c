@@ -108,7 +108,7 @@ void _fg_sample_start(void) {
   if (guard_on) _fg_guard_start();
 }
 
-static bool sites_grow(size_t need) {
+static fg_rare bool sites_grow(size_t need) {
   size_t cap = sites_cap == 0 ? 1024 : sites_cap;
   while (cap <= need) cap *= 2;
   site_est_t *t = _fg_os_alloc_aligned(cap * sizeof *t, FG_OS_PAGE);
@@ -124,7 +124,7 @@ static bool sites_grow(size_t need) {
 
 /* The peak's per-stack picture is copied when the live estimate passes the last copy by
  * 1/64: a few hundred copies over any run, and the peak read at most 1.6 % low. */
-static void peak_update(bool at_exit) {
+static fg_rare void peak_update(bool at_exit) {
   if (live_total <= peak_total * (at_exit ? 1 : 1 + 1.0 / 64)) return;
   for (size_t i = 0; i < sites_cap; i++) {
     sites[i].peak_bytes = sites[i].live_bytes;
@@ -133,7 +133,7 @@ static void peak_update(bool at_exit) {
   peak_total = live_total;
 }
 
-static fg_noinline void record(fg_segment_t *s, size_t size) {
+static fg_noinline fg_rare void record(fg_segment_t *s, size_t size) {
   uint32_t stack = _fg_stack_capture(2); /* record, _fg_sample_alloc */
   double w = (double)size / probability(size);
   pthread_mutex_lock(&sample_lock);
@@ -169,7 +169,7 @@ void _fg_sample_lock_all(bool lock) {
   }
 }
 
-void _fg_sample_free(fg_segment_t *s) {
+fg_rare void _fg_sample_free(fg_segment_t *s) {
   pthread_mutex_lock(&sample_lock);
   if (s->sampled) {
     double w = (double)s->sample_size / probability(s->sample_size);
@@ -227,7 +227,7 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
 /* ---- the profile, written at exit ------------------------------------------------------------ */
 
 /* The frames of a stack as the folded format wants them: root first, `;` between. */
-static void write_folded_stack(fg_writer_t *w, uint32_t stack) {
+static fg_rare void write_folded_stack(fg_writer_t *w, uint32_t stack) {
   fg_frame_t frames[FG_STACK_FRAMES];
   size_t n = _fg_stack_frames(stack, frames);
   for (size_t i = n; i-- > 0;) {
@@ -243,11 +243,11 @@ static void write_folded_stack(fg_writer_t *w, uint32_t stack) {
 
 typedef enum { BY_ALLOC, BY_LIVE, BY_PEAK } which_t;
 
-static double site_bytes(const site_est_t *e, which_t which) {
+static fg_rare double site_bytes(const site_est_t *e, which_t which) {
   return which == BY_ALLOC ? e->alloc_bytes : which == BY_LIVE ? e->live_bytes : e->peak_bytes;
 }
 
-static bool write_file(const char *dir, const char *name, void (*body)(fg_writer_t *, which_t), which_t which) {
+static fg_rare bool write_file(const char *dir, const char *name, void (*body)(fg_writer_t *, which_t), which_t which) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -262,7 +262,7 @@ static bool write_file(const char *dir, const char *name, void (*body)(fg_writer
   return close(fd) == 0 && buf != NULL;
 }
 
-static void write_folded(fg_writer_t *w, which_t which) {
+static fg_rare void write_folded(fg_writer_t *w, which_t which) {
   for (size_t i = 0; i < sites_cap; i++) {
     double b = site_bytes(&sites[i], which);
     if (b < 0.5) continue;
@@ -271,7 +271,7 @@ static void write_folded(fg_writer_t *w, which_t which) {
   }
 }
 
-static void write_json(fg_writer_t *w, which_t which) {
+static fg_rare void write_json(fg_writer_t *w, which_t which) {
   (void)which;
   _fg_w_printf(w,
                "{\"schema\":\"frugal-profile/1\",\"version\":\"%s\",\"pid\":%d,\"sample_bytes\":%.0f,"
@@ -297,8 +297,7 @@ static void write_json(fg_writer_t *w, which_t which) {
 /* FRUGAL_PROFILE=DIR (%p: the pid): DIR/profile.json, and the folded stacks of bytes
  * allocated, live at exit and live at the peak, named by the dynamic symbols (`frugal run
  * --profile` names them again by file and line from the JSON). */
-__attribute__((destructor)) static void profile_at_exit(void) {
-  if (!profile_on) return;
+static fg_rare void profile_write(void) {
   bool was = _fg_stacks_enter();
   char dir[4096];
   _fg_expand_pid(fg_option_get_string(FG_OPTION_PROFILE), dir, sizeof dir);
@@ -312,4 +311,9 @@ __attribute__((destructor)) static void profile_at_exit(void) {
   pthread_mutex_unlock(&sample_lock);
   if (!ok) _fg_warning("cannot write FRUGAL_PROFILE files in ", dir);
   _fg_stacks_leave(was);
+}
+
+/* The test stays out of the rare code (see stats_report.c's stats_at_exit). */
+__attribute__((destructor)) static void profile_at_exit(void) {
+  if (profile_on) profile_write();
 }

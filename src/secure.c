@@ -176,7 +176,7 @@ static inline bool canary_intact(const uint8_t *after, const uint8_t *end) {
 
 /* ---- new blocks: filled like freed ones, handed out in shuffled order ------------------------- */
 
-static uint64_t next_random(uint64_t *state) { /* xorshift64* */
+static fg_rare uint64_t next_random(uint64_t *state) { /* xorshift64* */
   uint64_t x = *state;
   x ^= x >> 12;
   x ^= x << 25;
@@ -256,7 +256,7 @@ _Static_assert(SHUFFLE_RUN == 4, "run_orders holds the orders of 4 blocks");
  * compiler takes fill_free's case out of it (unswitched at -O3); inside the shuffled linking
  * loop, the case and each block's address cost the carve 26 instructions a block against
  * plain mode's 7 (callgrind, FIFO of 16 B blocks, which carves every block again each round). */
-static void fill_new(uint8_t *b, size_t bsize, uint32_t n) {
+static fg_rare void fill_new(uint8_t *b, size_t bsize, uint32_t n) {
   for (uint8_t *end = b + (size_t)n * bsize; b < end; b += bsize) fill_free(b, bsize);
 }
 
@@ -267,7 +267,7 @@ static inline fg_link_t link_new(uint8_t *b, fg_link_t head, uintptr_t key) {
   return _fg_link_key(key, b);
 }
 
-void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
+fg_rare void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
   size_t bsize = page->block_size;
   uint64_t state = page->key ^ ((uint64_t)page->capacity << 32) ^ (uintptr_t)first;
   if (state == 0) state = 1;
@@ -299,12 +299,12 @@ void _fg_secure_carve(fg_page_t *page, uint8_t *first, uint32_t n) {
  * to return needs an aligned stack, which cost that path a frame of its own (2 instructions a
  * malloc). It returns only for b == NULL, which never comes here, so that the compiler does
  * not find it noreturn. */
-static fg_noinline fg_cold void *write_after_free(const void *b) {
+static fg_noinline fg_cold fg_rare void *write_after_free(const void *b) {
   if (b != NULL) _fg_misuse("write after free", b);
   return NULL;
 }
 
-static fg_noinline fg_cold void overflow(const void *p) {
+static fg_noinline fg_cold fg_rare void overflow(const void *p) {
   _fg_misuse("heap buffer overflow (canary after the block)", p);
 }
 
@@ -325,7 +325,7 @@ static inline size_t disarm(const secure_loc_t *loc, const void *p) {
   return stored;
 }
 
-void _fg_secure_alloc(void *p, size_t size) {
+fg_rare void _fg_secure_alloc(void *p, size_t size) {
   secure_loc_t loc;
   if (locate_new(p, &loc)) arm(&loc, p, size);
 }
@@ -339,17 +339,17 @@ static inline size_t secure_free(void *p, bool clear) {
   return stored != 0 ? stored - 1 : 0;
 }
 
-size_t _fg_secure_free(void *p) { return secure_free(p, true); }
-size_t _fg_secure_free_keep(void *p) { return secure_free(p, false); }
+fg_rare size_t _fg_secure_free(void *p) { return secure_free(p, true); }
+fg_rare size_t _fg_secure_free_keep(void *p) { return secure_free(p, false); }
 
-void _fg_secure_arm(fg_page_t *page, void *p, size_t size) {
+fg_rare void _fg_secure_arm(fg_page_t *page, void *p, size_t size) {
   secure_loc_t loc;
   if (!side_ready(page, p)) return;
   locate_small(page, p, &loc);
   arm(&loc, p, size);
 }
 
-void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p) {
+fg_rare void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p) {
   secure_loc_t loc;
   if (fg_unlikely(page->requested == NULL)) return; /* armed without a side array: unwatched */
   locate_small(page, b, &loc);
@@ -357,7 +357,7 @@ void _fg_secure_freeing(fg_page_t *page, fg_block_t *b, const void *p) {
   *loc.slot = 0;
 }
 
-size_t _fg_secure_requested(const void *p) {
+fg_rare size_t _fg_secure_requested(const void *p) {
   secure_loc_t loc;
   if (!locate(p, &loc)) return SIZE_MAX;
   size_t stored = stored_request(&loc);
@@ -367,12 +367,12 @@ size_t _fg_secure_requested(const void *p) {
 /* ---- secure mode alone: malloc's fast path and free's own path ------------------------------ */
 
 /* As write_after_free: a tail call, not found noreturn. */
-static fg_noinline fg_cold void *corrupted_list(const void *p) {
+static fg_noinline fg_cold fg_rare void *corrupted_list(const void *p) {
   if (p != NULL) _fg_misuse("corrupted free list (a write after free into its link)", p);
   return NULL;
 }
 
-void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
+fg_rare void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
   /* The pop moved p's link, encoded, into the plain head: decode it, and check that it ends
    * the list or leads to a carved block of this page. Overwritten after free, it decodes to
    * an address that does neither (but for a 2^-13 chance on a small page), which the next pop
@@ -397,14 +397,14 @@ void *_fg_secure_popped(fg_page_t *page, void *p, size_t size) {
 /* Secure mode's own push: its pages always carry FG_USED_SECURE (free's used_drop would
  * always jump): the page needs a look only when it was full or is now empty; a lone empty page
  * stays, the clock looked at every 16th time (as free.c's page_freed_into). */
-static fg_noinline void page_freed(fg_page_t *page) {
+static fg_noinline fg_rare void page_freed(fg_page_t *page) {
   if (_fg_page_used(page) == 0 && !_fg_page_in_full(page) && page->next == page->prev &&
       (++page->heap->ticks & 15) != 0)
     return;
   _fg_page_unflag(page);
 }
 
-void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v) {
+fg_rare void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigned v) {
   uint8_t *b = p;
   fg_page_t *page = _fg_page_at(_fg_segment_of(p), p, v & ~FG_SEGMAP_HOOKED);
   size_t off = (size_t)(b - page->start), bsize = page->block_size;

@@ -6,7 +6,7 @@
 
 #include <pthread.h>
 
-_Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
+fg_big_zeros _Atomic(uint8_t) _fg_segmap[FG_SEGMAP_SIZE];
 
 void _fg_segmap_set(const fg_segment_t *s, bool on) {
   uintptr_t i = (uintptr_t)s >> FG_SEGMENT_SHIFT;
@@ -90,18 +90,18 @@ void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
 }
 
 /* The free slots of a list of segments: committed, or given back (the ledger's held bytes). */
-static void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
+static fg_rare void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
   for (fg_segment_t *s = list; s != NULL; s = s->next) {
     for (size_t i = 0; i < s->page_count; i++) {
       fg_page_t *page = &s->pages[i];
       if (free_only && page->heap != NULL) continue;
       uint8_t *start;
-      *(page->purged ? returned : resident) += _fg_page_area(s, page, &start);
+      *(page->committed ? resident : returned) += _fg_page_area(s, page, &start);
     }
   }
 }
 
-void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned) {
+fg_rare void _fg_segment_cache_held(uint64_t *resident, uint64_t *returned) {
   _fg_lock(&cache_lock);
   slots_held(cache_first, false, resident, returned);
   _fg_unlock(&cache_lock);
@@ -130,8 +130,14 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   }
   _fg_count(fresh ? FG_C_segment_cache_misses : FG_C_segment_cache_hits, 1);
   size_t count = FG_SEGMENT_SIZE >> kind_shift[kind];
-  memset(s, 0, header_size(count)); /* cached headers hold the previous owner's state */
-  for (size_t i = 0; i < count; i++) s->pages[i].purged = fresh; /* nothing committed yet */
+  /* A fresh header is zero as mapped, each slot uncommitted: left so, the page structs of
+   * slots never used are never written (a small segment's header spans 3 OS pages, and a
+   * program using 31 slots or fewer needs only 2). A cached one holds the previous owner's
+   * state, and its slots may be committed. */
+  if (!fresh) {
+    memset(s, 0, header_size(count));
+    for (size_t i = 0; i < count; i++) s->pages[i].committed = 1;
+  }
   s->mapped = FG_SEGMENT_SIZE;
   s->cookie = _fg_cookie_of(s);
   s->kind = (uint8_t)kind;
@@ -155,7 +161,7 @@ static void segment_unlink(fg_heap_t *heap, fg_segment_t *s) {
 }
 
 /* An empty segment leaves its heap for the shared cache (or the OS). */
-static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
+static fg_warm void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   segment_unlink(heap, s);
   for (size_t i = 0; i < s->page_count; i++) _fg_page_side_array_drop(&s->pages[i]);
   /* A running thread's empty segment stays committed for quick reuse (seed 2's FIFO rounds);
@@ -163,12 +169,12 @@ static void segment_release(fg_heap_t *heap, fg_segment_t *s) {
    * unmaps it by: purged, it read 0 and munmap failed): one madvise, not one per page. */
   if (!heap->owned) {
     _fg_os_purge((uint8_t *)s + FG_OS_PAGE, FG_SEGMENT_SIZE - FG_OS_PAGE);
-    for (size_t i = 0; i < s->page_count; i++) s->pages[i].purged = 1;
+    for (size_t i = 0; i < s->page_count; i++) s->pages[i].committed = 0;
   }
   segment_to_cache(s);
 }
 
-void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned) {
+fg_rare void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *returned) {
   _fg_lock(&heap->lock);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) slots_held(heap->segments[kind], true, resident, returned);
   _fg_unlock(&heap->lock);
@@ -220,7 +226,7 @@ void _fg_segment_page_free(fg_page_t *page) {
   /* No block start passes the carved check: fg_usable_size's fast path relies on it. */
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   page->free = page->local_free = 0; /* nothing reads a free slot's lists */
-  page->purged = 0;
+  page->committed = 1;
   page->freed_at = _fg_clock_ms();
   if (s->used_pages == s->page_count) { /* it had no free slot: it is one again */
     s->next = heap->segments[s->kind];
@@ -258,7 +264,7 @@ bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
       uint8_t *run = NULL, *run_end = NULL;
       for (size_t i = 0; i <= s->page_count; i++) {
         fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
-        bool idle = page != NULL && page->heap == NULL && !page->purged;
+        bool idle = page != NULL && page->heap == NULL && page->committed;
         bool due = idle && (force || page->freed_at + decay <= now);
         left |= idle && !due;
         uint8_t *start = NULL;
@@ -270,7 +276,7 @@ bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
         if (!due) continue;
         if (run == NULL) run = start;
         run_end = start + area;
-        page->purged = 1;
+        page->committed = 0;
       }
     }
   }
@@ -280,7 +286,7 @@ bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
 
 /* A mapping for one large block: `size` bytes (header included) at a segment-aligned
  * address, registered in the segment map. */
-fg_segment_t *_fg_segment_map_large(size_t size) {
+fg_warm fg_segment_t *_fg_segment_map_large(size_t size) {
   fg_segment_t *s = _fg_os_alloc_aligned(size, FG_SEGMENT_SIZE);
   if (s == NULL) return NULL;
   _fg_segment_large_init(s, size);

@@ -39,7 +39,7 @@ bool _fg_stacks_enter(void) {
 }
 void _fg_stacks_leave(bool was) { in_capture = was; }
 
-bool _fg_stacks_load(const char *who) {
+fg_rare bool _fg_stacks_load(const char *who) {
   if (backtrace_fn != NULL) return true;
   bool was = _fg_stacks_enter();
   void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -54,15 +54,23 @@ bool _fg_stacks_load(const char *who) {
   return true;
 }
 
+/* A table and its index share one mapping. The first holds 16 stacks in one page: guards
+ * take a stack or two per process (the first guard's table and index took 2 pages of the
+ * 152 KiB mapped for 1024); leak stacks and profiles double it as they need. */
+#define STACKS_FIRST 16
+
+static size_t table_bytes(size_t cap) {
+  return fg_align_up(cap * sizeof(stack_entry_t) + cap * 2 * sizeof(uint32_t), FG_OS_PAGE);
+}
+
 static bool stack_grow(void) {
-  size_t cap = stack_cap == 0 ? 1024 : stack_cap * 2;
-  stack_entry_t *t = _fg_os_alloc_aligned(cap * sizeof *t, FG_OS_PAGE);
-  uint32_t *index = _fg_os_alloc_aligned(cap * 2 * sizeof *index, FG_OS_PAGE);
-  if (t == NULL || index == NULL) return false;
+  size_t cap = stack_cap == 0 ? STACKS_FIRST : stack_cap * 2;
+  stack_entry_t *t = _fg_os_alloc_aligned(table_bytes(cap), FG_OS_PAGE);
+  if (t == NULL) return false;
+  uint32_t *index = (uint32_t *)(t + cap);
   if (stack_table != NULL) {
     memcpy(t, stack_table, stack_count * sizeof *t);
-    _fg_os_free(stack_table, stack_cap * sizeof *t);
-    _fg_os_free(stack_index, stack_cap * 2 * sizeof *index);
+    _fg_os_free(stack_table, table_bytes(stack_cap));
   }
   for (size_t i = 0; i < stack_count; i++) {
     size_t j = t[i].hash & (cap * 2 - 1);
@@ -185,7 +193,7 @@ void _fg_stacks_lock(bool lock) {
     pthread_mutex_unlock(&stack_lock);
 }
 
-size_t _fg_stack_count(void) {
+fg_rare size_t _fg_stack_count(void) {
   pthread_mutex_lock(&stack_lock);
   size_t n = stack_count;
   pthread_mutex_unlock(&stack_lock);
@@ -205,7 +213,7 @@ static fg_frame_t symbolize(void *pc) {
   return f;
 }
 
-size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out) {
+fg_rare size_t _fg_stack_frames(uint32_t stack, fg_frame_t *out) {
   size_t n = 0;
   Dl_info info;
   if (self_base == NULL && dladdr((void *)_fg_stack_frames, &info) != 0) self_base = info.dli_fbase;

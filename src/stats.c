@@ -17,10 +17,11 @@ static bool leaks_on;
 static uint64_t sample_ms; /* peak sampling (and timeline) period */
 static bool timeline_on;
 static _Atomic(uint64_t) next_sample_at;
-static fg_ledger_t orphan_ledger;                              /* frees by threads that never allocated */
+static fg_big_zeros fg_ledger_t orphan_ledger;                 /* frees by threads that never allocated */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER; /* peaks, timeline, reports */
-static uint64_t peak_blocks[FG_STATS_CLASSES], peak_requested, peak_handed;
-static fg_stats_sample_t timeline[FG_STATS_TIMELINE_MAX];
+static fg_big_zeros uint64_t peak_blocks[FG_STATS_CLASSES];
+static uint64_t peak_requested, peak_handed;
+static fg_big_zeros fg_stats_sample_t timeline[FG_STATS_TIMELINE_MAX];
 static size_t timeline_len;
 static uint64_t start_ms;
 
@@ -28,13 +29,13 @@ static uint64_t start_ms;
 
 /* A request's bucket is its size class + 1 (the class formula continues past the largest
  * class): the inline ledger path counts it from the page's class without recomputing. */
-static size_t bucket_of(size_t size) {
+static fg_rare size_t bucket_of(size_t size) {
   if (size == 0) return 0;
   size_t b = _fg_class_of(size) + 1;
   return b < FG_STATS_HIST_BUCKETS ? b : FG_STATS_HIST_BUCKETS - 1;
 }
 
-fg_export size_t fg_stats_bucket_lo(size_t i) {
+fg_export fg_rare size_t fg_stats_bucket_lo(size_t i) {
   return i == 0 ? 0 : i == 1 ? 1 : _fg_class_size(i - 2) + 1;
 }
 
@@ -47,7 +48,7 @@ typedef struct block_loc_s {
   fg_segment_t *large;
 } block_loc_t;
 
-static bool locate(const void *p, block_loc_t *loc, bool create) {
+static fg_rare bool locate(const void *p, block_loc_t *loc, bool create) {
   fg_segment_t *s = _fg_segment_of(p);
   if (!_fg_segment_valid(s)) return false;
   loc->slot = NULL;
@@ -66,9 +67,9 @@ static bool locate(const void *p, block_loc_t *loc, bool create) {
 }
 
 /* The calling thread's ledger; NULL means "count into the shared orphan ledger". */
-static fg_ledger_t *thread_ledger(void) {
+static fg_rare fg_ledger_t *thread_ledger(void) {
   fg_heap_t *heap = _fg_heap();
-  return heap != &_fg_heap_empty ? &heap->ledger : NULL;
+  return heap != &_fg_heap_empty ? _fg_heap_ledger(heap) : NULL;
 }
 
 /* Add n to a counter: owner-only in a thread's ledger, atomically in the orphan ledger of
@@ -83,7 +84,7 @@ static inline void add(fg_ledger_t *l, _Atomic(uint64_t) *counter, uint64_t n) {
 /* One row's counters, and for an allocation its histogram bucket. What the merge derives is
  * not stored: small rows' handed-out bytes, and the bucket of a small request, class + 1
  * (another bucket is counted with a correction of -1 at class + 1; see merge_ledger). */
-static void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, size_t bucket) {
+static fg_rare void count(fg_ledger_t *l, size_t row, int f0, uint64_t v0, uint64_t v1, size_t bucket) {
   fg_ledger_t *to = l != NULL ? l : &orphan_ledger;
   add(l, &to->classes[row][f0], 1);
   add(l, &to->classes[row][f0 + 1], v0);
@@ -105,7 +106,7 @@ static pthread_mutex_t leak_lock = PTHREAD_MUTEX_INITIALIZER;
 static leak_entry_t *leak_table;
 static size_t leak_cap, leak_used;
 
-static bool leak_grow(void) {
+static fg_rare bool leak_grow(void) {
   size_t cap = leak_cap == 0 ? 4096 : leak_cap * 2;
   leak_entry_t *t = _fg_os_alloc_aligned(cap * sizeof *t, FG_OS_PAGE);
   if (t == NULL) return false;
@@ -123,7 +124,7 @@ static bool leak_grow(void) {
   return true;
 }
 
-static void leak_record(void *p, size_t size) {
+static fg_rare void leak_record(void *p, size_t size) {
   uint32_t stack = _fg_stack_capture(2); /* leak_record and _fg_ledger_alloc */
   if (stack == FG_NO_STACK) return;
   pthread_mutex_lock(&leak_lock);
@@ -136,7 +137,7 @@ static void leak_record(void *p, size_t size) {
   pthread_mutex_unlock(&leak_lock);
 }
 
-static void leak_forget(void *p) {
+static fg_rare void leak_forget(void *p) {
   pthread_mutex_lock(&leak_lock);
   if (leak_cap != 0) {
     size_t mask = leak_cap - 1;
@@ -150,7 +151,7 @@ static void leak_forget(void *p) {
   pthread_mutex_unlock(&leak_lock);
 }
 
-size_t _fg_leak_sites(fg_site_t *out, size_t max, uint64_t *total_bytes, uint64_t *total_count) {
+fg_rare size_t _fg_leak_sites(fg_site_t *out, size_t max, uint64_t *total_bytes, uint64_t *total_count) {
   *total_bytes = *total_count = 0;
   size_t n = 0, stacks = _fg_stack_count();
   pthread_mutex_lock(&leak_lock);
@@ -185,7 +186,7 @@ _Static_assert(
         FG_F_freed_requested == FG_F_frees + 1 && FG_F_freed_handed_out == FG_F_frees + 2,
     "frugal-stats.h: keep allocations/bytes_requested/bytes_handed_out and frees/freed_* adjacent");
 
-void _fg_ledger_alloc(void *p, size_t size) {
+fg_rare void _fg_ledger_alloc(void *p, size_t size) {
   block_loc_t loc;
   if (!locate(p, &loc, true)) return;
   /* The unwinder's own allocations while it captures a stack (glibc's TLS block for
@@ -203,7 +204,7 @@ void _fg_ledger_alloc(void *p, size_t size) {
   if (l != NULL && (uint8_t)(l->events += 4) == 0) _fg_ledger_sample();
 }
 
-size_t _fg_ledger_free(void *p) {
+fg_rare size_t _fg_ledger_free(void *p) {
   block_loc_t loc;
   if (p == NULL || !locate(p, &loc, false)) return 0;
   size_t stored = loc.slot != NULL ? *loc.slot : loc.large->large_requested;
@@ -219,7 +220,7 @@ size_t _fg_ledger_free(void *p) {
 
 /* ---- merging -------------------------------------------------------------------------------------- */
 
-static void merge_ledger(fg_stats_t *out, fg_ledger_t *l) {
+static fg_rare void merge_ledger(fg_stats_t *out, fg_ledger_t *l) {
   for (size_t r = 0; r < FG_STATS_CLASSES; r++) {
 #define FG_X(name, help) \
   out->classes[r].name += atomic_load_explicit(&l->classes[r][FG_F_##name], memory_order_relaxed);
@@ -232,15 +233,15 @@ static void merge_ledger(fg_stats_t *out, fg_ledger_t *l) {
     out->histogram[r + 1] += atomic_load_explicit(&l->classes[r][FG_F_allocations], memory_order_relaxed);
 }
 
-static void merge_heap(fg_heap_t *heap, void *arg) {
+static fg_rare void merge_heap(fg_heap_t *heap, void *arg) {
   fg_stats_t *out = arg;
 #define FG_X(name, help) out->name += atomic_load_explicit(&heap->counts[FG_C_##name], memory_order_relaxed);
   FG_STATS_GLOBAL_FIELDS(FG_X)
 #undef FG_X
-  if (_fg_ledger_active()) merge_ledger(out, &heap->ledger);
+  if (_fg_ledger_active()) merge_ledger(out, _fg_heap_ledger(heap));
 }
 
-static uint64_t read_rss(void) {
+static fg_rare uint64_t read_rss(void) {
   char buf[128];
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -255,7 +256,7 @@ static uint64_t read_rss(void) {
   return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static void live_totals(const fg_stats_t *st, uint64_t *req, uint64_t *handed) {
+static fg_rare void live_totals(const fg_stats_t *st, uint64_t *req, uint64_t *handed) {
   *req = *handed = 0;
   for (size_t r = 0; r < FG_STATS_CLASSES; r++) {
     *req += st->classes[r].bytes_requested - st->classes[r].freed_requested;
@@ -263,7 +264,7 @@ static void live_totals(const fg_stats_t *st, uint64_t *req, uint64_t *handed) {
   }
 }
 
-fg_export void fg_stats_get(fg_stats_t *out) {
+fg_export fg_rare void fg_stats_get(fg_stats_t *out) {
   int saved = errno;
   memset(out, 0, sizeof *out);
   out->ledger_on = _fg_ledger_active();
@@ -305,18 +306,18 @@ fg_export void fg_stats_get(fg_stats_t *out) {
 }
 
 /* A snapshot big enough to hold fg_stats_t lives outside any thread's stack. */
-fg_stats_t *_fg_stats_snapshot(void) {
+fg_rare fg_stats_t *_fg_stats_snapshot(void) {
   fg_stats_t *st = _fg_os_alloc_aligned(sizeof *st, FG_OS_PAGE);
   if (st != NULL) fg_stats_get(st);
   return st;
 }
-void _fg_stats_snapshot_free(fg_stats_t *st) {
+fg_rare void _fg_stats_snapshot_free(fg_stats_t *st) {
   if (st != NULL) _fg_os_free(st, sizeof *st);
 }
 
 /* Peaks (and the timeline, when asked) are sampled every sample_ms by whichever thread's
  * ledger event comes first after the period: no background thread. */
-void _fg_ledger_sample(void) {
+fg_rare void _fg_ledger_sample(void) {
   uint64_t now = _fg_clock_ms(), due = atomic_load_explicit(&next_sample_at, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong(&next_sample_at, &due, now + sample_ms)) return;
   fg_stats_t *st = _fg_stats_snapshot();
@@ -352,7 +353,7 @@ void _fg_stats_init(void) {
 }
 
 
-size_t _fg_stats_timeline(fg_stats_sample_t *out) {
+fg_rare size_t _fg_stats_timeline(fg_stats_sample_t *out) {
   pthread_mutex_lock(&stats_lock);
   size_t n = timeline_len;
   memcpy(out, timeline, n * sizeof *out);

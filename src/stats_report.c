@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static bool leaks_on(void) { return _fg_option(FG_OPTION_LEAKS) != 0; }
+static fg_rare bool leaks_on(void) { return _fg_option(FG_OPTION_LEAKS) != 0; }
 
 /* ---- one formatter for the text report and the JSON ---------------------------------------- */
 
-void _fg_w_flush(fg_writer_t *w) {
+fg_rare void _fg_w_flush(fg_writer_t *w) {
   if (w->fd < 0 || w->len == 0) return;
   size_t off = 0;
   while (off < w->len) {
@@ -24,7 +24,7 @@ void _fg_w_flush(fg_writer_t *w) {
   w->len = 0;
 }
 
-void _fg_w_printf(fg_writer_t *w, const char *fmt, ...) {
+fg_rare void _fg_w_printf(fg_writer_t *w, const char *fmt, ...) {
   char tmp[512];
   va_list ap;
   va_start(ap, fmt);
@@ -38,7 +38,7 @@ void _fg_w_printf(fg_writer_t *w, const char *fmt, ...) {
 }
 
 /* JSON string: escapes quotes, backslashes and control characters. */
-void _fg_w_jstr(fg_writer_t *w, const char *s) {
+fg_rare void _fg_w_jstr(fg_writer_t *w, const char *s) {
   _fg_w_printf(w, "\"");
   for (; s != NULL && *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -53,7 +53,7 @@ void _fg_w_jstr(fg_writer_t *w, const char *s) {
 }
 
 /* A stack's frames as a JSON array, leaf first: module, offset in it, dynamic symbol. */
-void _fg_w_frames(fg_writer_t *w, uint32_t stack) {
+fg_rare void _fg_w_frames(fg_writer_t *w, uint32_t stack) {
   fg_frame_t frames[FG_STACK_FRAMES];
   size_t nf = _fg_stack_frames(stack, frames);
   _fg_w_printf(w, "[");
@@ -76,7 +76,7 @@ typedef struct advice_s {
   size_t nwaste, nchurn;
 } advice_t;
 
-static uint64_t quantile_size(const fg_stats_t *st, uint64_t total, double q) {
+static fg_rare uint64_t quantile_size(const fg_stats_t *st, uint64_t total, double q) {
   uint64_t need = (uint64_t)((double)total * q + 0.5), cum = 0;
   for (size_t b = 0; b < FG_STATS_HIST_BUCKETS; b++) {
     cum += st->histogram[b];
@@ -86,7 +86,7 @@ static uint64_t quantile_size(const fg_stats_t *st, uint64_t total, double q) {
   return 0;
 }
 
-static void top5(const fg_stats_t *st, uint64_t (*key)(const fg_stats_class_t *), size_t *out, size_t *n) {
+static fg_rare void top5(const fg_stats_t *st, uint64_t (*key)(const fg_stats_class_t *), size_t *out, size_t *n) {
   *n = 0;
   for (size_t k = 0; k < 5; k++) {
     size_t best = SIZE_MAX;
@@ -100,10 +100,10 @@ static void top5(const fg_stats_t *st, uint64_t (*key)(const fg_stats_class_t *)
     out[(*n)++] = best;
   }
 }
-static uint64_t waste_key(const fg_stats_class_t *c) { return c->bytes_handed_out - c->bytes_requested; }
-static uint64_t churn_key(const fg_stats_class_t *c) { return c->frees; }
+static fg_rare uint64_t waste_key(const fg_stats_class_t *c) { return c->bytes_handed_out - c->bytes_requested; }
+static fg_rare uint64_t churn_key(const fg_stats_class_t *c) { return c->frees; }
 
-static void advise(const fg_stats_t *st, uint64_t allocations, advice_t *a) {
+static fg_rare void advise(const fg_stats_t *st, uint64_t allocations, advice_t *a) {
   a->p50 = quantile_size(st, allocations, 0.50);
   a->p90 = quantile_size(st, allocations, 0.90);
   a->p99 = quantile_size(st, allocations, 0.99);
@@ -115,7 +115,7 @@ typedef struct totals_s {
   uint64_t allocations, frees, requested, handed, live_blocks, live_requested, live_handed;
 } totals_t;
 
-static totals_t totals_of(const fg_stats_t *st) {
+static fg_rare totals_t totals_of(const fg_stats_t *st) {
   totals_t t = {0};
   for (size_t r = 0; r < FG_STATS_CLASSES; r++) {
     const fg_stats_class_t *c = &st->classes[r];
@@ -130,11 +130,11 @@ static totals_t totals_of(const fg_stats_t *st) {
   return t;
 }
 
-static double pct(uint64_t a, uint64_t b) { return b == 0 ? 100.0 : 100.0 * (double)a / (double)b; }
+static fg_rare double pct(uint64_t a, uint64_t b) { return b == 0 ? 100.0 : 100.0 * (double)a / (double)b; }
 
 #define LEAK_TOP 20
 
-static void write_json(fg_writer_t *w, const fg_stats_t *st) {
+static fg_rare void write_json(fg_writer_t *w, const fg_stats_t *st) {
   totals_t t = totals_of(st);
   advice_t a;
   advise(st, t.allocations, &a);
@@ -226,7 +226,7 @@ static void write_json(fg_writer_t *w, const fg_stats_t *st) {
   _fg_w_printf(w, "]}}\n");
 }
 
-static const char *human(uint64_t n, char *buf, size_t size) {
+static fg_rare const char *human(uint64_t n, char *buf, size_t size) {
   const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = (double)n;
   int u = 0;
@@ -235,7 +235,7 @@ static const char *human(uint64_t n, char *buf, size_t size) {
   return buf;
 }
 
-static void write_leaks_text(fg_writer_t *w) {
+static fg_rare void write_leaks_text(fg_writer_t *w) {
   fg_site_t sites[LEAK_TOP];
   uint64_t lbytes, lcount;
   size_t n = _fg_leak_sites(sites, LEAK_TOP, &lbytes, &lcount);
@@ -253,7 +253,7 @@ static void write_leaks_text(fg_writer_t *w) {
 }
 
 /* One counter a line: its name, its value (in KiB, MiB... for a count of bytes), its help. */
-static void write_counter(fg_writer_t *w, const char *name, uint64_t value, const char *help) {
+static fg_rare void write_counter(fg_writer_t *w, const char *name, uint64_t value, const char *help) {
   char v[32];
   size_t n = strlen(name);
   bool bytes = n > 6 && strcmp(name + n - 6, "_bytes") == 0;
@@ -261,7 +261,7 @@ static void write_counter(fg_writer_t *w, const char *name, uint64_t value, cons
   _fg_w_printf(w, "    %-28s %12s  %s\n", name, bytes ? human(value, v, sizeof v) : v, help);
 }
 
-static void write_text(fg_writer_t *w, const fg_stats_t *st) {
+static fg_rare void write_text(fg_writer_t *w, const fg_stats_t *st) {
   totals_t t = totals_of(st);
   char a1[32], a2[32], a3[32];
   _fg_w_printf(w, "frugal: ledger of pid %d (frugal %s)\n", (int)getpid(), FRUGAL_VERSION);
@@ -306,7 +306,7 @@ static void write_text(fg_writer_t *w, const fg_stats_t *st) {
   if (leaks_on()) write_leaks_text(w);
 }
 
-fg_export size_t fg_stats_json(char *buf, size_t size) {
+fg_export fg_rare size_t fg_stats_json(char *buf, size_t size) {
   fg_stats_t *st = _fg_stats_snapshot();
   if (st == NULL) return 0;
   fg_writer_t w = {buf, size > 0 ? size - 1 : 0, 0, -1};
@@ -316,7 +316,7 @@ fg_export size_t fg_stats_json(char *buf, size_t size) {
   return w.len;
 }
 
-static void report_to_fd(int fd, bool json) {
+static fg_rare void report_to_fd(int fd, bool json) {
   fg_stats_t *st = _fg_stats_snapshot();
   char *buf = _fg_os_alloc_aligned(1 << 16, FG_OS_PAGE);
   if (st != NULL && buf != NULL) {
@@ -331,18 +331,18 @@ static void report_to_fd(int fd, bool json) {
   _fg_stats_snapshot_free(st);
 }
 
-fg_export bool fg_stats_write(const char *path) {
+fg_export fg_rare bool fg_stats_write(const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   report_to_fd(fd, true);
   return close(fd) == 0;
 }
 
-fg_export void fg_stats_print(void) { report_to_fd(2, false); }
+fg_export fg_rare void fg_stats_print(void) { report_to_fd(2, false); }
 
 /* FRUGAL_STATS_FILE with "%p" in it names one file per process (a shell script's children
  * would otherwise overwrite each other's ledger, the last to exit winning). */
-void _fg_expand_pid(const char *path, char *out, size_t size) {
+fg_rare void _fg_expand_pid(const char *path, char *out, size_t size) {
   size_t n = 0;
   for (const char *c = path; *c && n + 24 < size; c++) {
     if (c[0] == '%' && c[1] == 'p') {
@@ -355,9 +355,7 @@ void _fg_expand_pid(const char *path, char *out, size_t size) {
   out[n] = '\0';
 }
 
-/* At exit (this library is finalized after the program's own destructors). */
-__attribute__((destructor)) static void stats_at_exit(void) {
-  if (!_fg_ledger_active()) return;
+static fg_rare void report_at_exit(void) {
   _fg_stacks_enter(); /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
   if (file != NULL) {
@@ -378,3 +376,8 @@ __attribute__((destructor)) static void stats_at_exit(void) {
   }
 }
 
+/* At exit (this library is finalized after the program's own destructors). The test stays
+ * out of the rare code: a process without the ledger must not map its pages in to learn that. */
+__attribute__((destructor)) static void stats_at_exit(void) {
+  if (_fg_ledger_active()) report_at_exit();
+}

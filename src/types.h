@@ -36,9 +36,9 @@ enum {
 };
 _Static_assert(FG_F_COUNT <= 8, "fg_ledger_t's rows hold 8 counters");
 
-/* A thread's ledger, inside its heap: written only by its thread (one add to memory, no
- * atomic read-modify-write), read by anyone merging; untouched, so never committed, while
- * the ledger is off. */
+/* A thread's ledger, right behind its heap (fg_heap_ledger_t): written only by its thread (one
+ * add to memory, no atomic read-modify-write), read by anyone merging; untouched, so never
+ * committed, while the ledger is off. */
 typedef struct fg_ledger_s {
   /* Rows of 8 counters (64 bytes): the inline ledger finds a class's row with one shift. */
   _Atomic(uint64_t) classes[FG_STATS_CLASSES][8];
@@ -143,7 +143,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint8_t class_idx;
   _Atomic(uint8_t) has_aligned; /* some block was handed out at an aligned interior address */
   uint8_t fresh;                /* in use, carved from uncommitted memory (counts fresh bytes) */
-  uint8_t purged;               /* (free slot) its memory is not committed: new or given back */
+  uint8_t committed;            /* (free slot) its memory may be committed: 0 while new or given back */
   /* Where its class's ledger row sits in any heap (offsetof ledger.classes[class_idx]): the
    * inline ledger adds to heap + this, one load in place of three instructions. */
   uint32_t ledger_row;
@@ -191,8 +191,8 @@ typedef struct fg_segment_s {
 #define FG_LARGE_BUCKET_MIN_SHIFT 19
 #define FG_LARGE_BUCKETS (8 * (48 - FG_LARGE_BUCKET_MIN_SHIFT))
 typedef struct fg_large_cache_s {
+  size_t bytes; /* mapped bytes cached; first, with the buckets of the sizes programs use */
   struct fg_segment_s *buckets[FG_LARGE_BUCKETS];
-  size_t bytes; /* mapped bytes cached */
 } fg_large_cache_t;
 
 #define FG_MAYBE_EMPTY_ALL ((uint8_t)((1u << FG_SEG_KINDS) - 1))
@@ -219,10 +219,8 @@ typedef struct fg_heap_s {
   /* Guards what the purger thread (purger.c) may give back behind the owner's back: the
    * heap's segment lists and free page slots, and its large cache. */
   fg_lock_t lock;
-  /* Large blocks: the ones this thread freed, kept for its own next requests without the
-   * process cache's lock, and what it has live (allocated minus freed, by this thread:
+  /* Large blocks: what this thread has live (allocated minus freed, by this thread:
    * negative in a thread that frees others' blocks) and the most since its decay pass. */
-  fg_large_cache_t large_cache;
   int64_t large_live, large_peak;
   /* Large allocations (owner-written), and their count at the last decay pass and at the
    * purger's last look (large.c: a cache nobody asks of gives back sooner). */
@@ -236,8 +234,22 @@ typedef struct fg_heap_s {
    * late (heap.c's page_take_empty keeps that much of a page it takes over). */
   uint8_t extent[FG_CLASS_COUNT];
   struct fg_heap_s *next_abandoned, *next_all;
-  fg_ledger_t ledger;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
+  /* Large blocks this thread freed, kept for its own next requests without the process
+   * cache's lock. Last: a heap is 5.2 KiB, and what a thread writes then fits its first page
+   * (heap.c gives each heap its own pages); the buckets past it are those of blocks of more
+   * than 1.5 GiB. */
+  fg_large_cache_t large_cache;
 } fg_heap_t;
+
+/* A thread heap and its ledger, allocated together (heap.c). The empty heap is a bare
+ * fg_heap_t, as nothing counts into it: with its 10 KiB of ledger it took 4 pages of
+ * libfrugal's data, resident in every process, where it needs 2. */
+typedef struct fg_heap_ledger_s {
+  fg_heap_t heap;
+  _Alignas(64) fg_ledger_t ledger; /* a row per cache line (heap.c aligns heaps to 64) */
+} fg_heap_ledger_t;
+
+static inline fg_ledger_t *_fg_heap_ledger(fg_heap_t *heap) { return &((fg_heap_ledger_t *)heap)->ledger; }
 
 #endif
