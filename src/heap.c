@@ -282,28 +282,34 @@ static fg_noinline void grew(fg_heap_t *heap) {
  * quick lab cell 41.0 MiB against 41.2, for 1.5 % more CPU in madvise calls: 342 against 19;
  * the ledger's fresh bytes do not count the pages this faults in again); for a medium page
  * (512 KiB, blocks of 8-64 KiB), beyond the extent the class's own pages had when they last
- * emptied (extent_note). Medium pages were not taken over at first: passed from class to
- * class, such a page kept resident all that any of them had touched (the threads lab's storm,
- * 5.2 -> 9.0 MB). Kept each by its own class, they cost the STL test program (3 consumer
- * threads, each task 51 blocks of one size in 12-20 KiB) 29.5 MB peak RSS for 3.7 MiB live,
- * glibc 8.6, mimalloc 14.9; taken over, 14.5 MB and 3-40 k page faults as the extent decays
- * by 1/16 or not at all (kept to the new class's first block: 734 k, sys time 1.0 s against
- * 0.01), storm 4.9 -> 5.5-5.6 MB (2 threads, medians of 8). The queues are looked at only
+ * emptied (extent_note) if that is more than a quarter of the page. Medium pages were not
+ * taken over at first: passed from class to class, such a page kept resident all that any of
+ * them had touched (the threads lab's storm, 5.2 -> 9.0 MB). Kept each by its own class, they
+ * cost the STL test program (3 consumer threads, each task 51 blocks of one size in 12-20
+ * KiB) 29.5 MB peak RSS for 3.7 MiB live (glibc 8.6, mimalloc 14.9). Only a page carved over
+ * half its length is taken: the storm's pages of a block or two, taken and cut down, cost it
+ * 10 % more CPU in madvise calls and faults (2,400 against 1,100 calls) and 0.4 MB; and only
+ * more than a quarter of a page goes back: the STL program cut pages to each class's extent
+ * at 10 % more CPU (42 k page faults against 3 k). Medians of 5, CPU s / peak RSS MB: STL
+ * 1.35 / 29.8 -> 1.31 / 17.0, storm 0.25 / 5.0 -> 0.25 / 5.0. The queues are looked at only
  * after a page emptied (a kind's bit in maybe_empty), and only their ends, where retire
  * leaves empty pages. The page remembers its old class, so that a late double free of one
  * of its old blocks is still called one (free.c's misplaced). */
+#define MEDIUM_TAKEN_MIN (((size_t)1 << FG_MEDIUM_PAGE_SHIFT) / 2)
+#define MEDIUM_SLACK (((size_t)1 << FG_MEDIUM_PAGE_SHIFT) / 4)
 static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
   fg_segment_kind_t kind = _fg_class_kind(c);
   if (!(heap->maybe_empty & (1u << kind))) return NULL;
   for (size_t o = _fg_kind_first_class(kind); o < _fg_kind_first_class(kind + 1); o++) {
     fg_page_t *page = heap->queues[o].last;
     if (o == c || page == NULL || _fg_page_used(page) != 0) continue;
+    size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
+    if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN) continue; /* a block or two: stays */
     if (kind != FG_SEG_SMALL) {
       size_t keep = _fg_class_size(c);
       size_t used = (size_t)heap->extent[c] * FG_OS_PAGE; /* 0 but for medium classes */
       if (used > keep) keep = used;
-      size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
-      if (covered > keep) {
+      if (covered > keep + (kind == FG_SEG_MEDIUM ? MEDIUM_SLACK : 0)) {
         uint8_t was = _fg_returning_for(FG_BY_TAKEOVER);
         _fg_os_purge(page->start + keep, covered - keep);
         _fg_returning_end(was);
