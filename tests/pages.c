@@ -94,51 +94,39 @@ static void kind(const char *name, size_t a, size_t b, size_t total, bool takes_
   drop(nb);
 }
 
-/* A single page taken over gives back what its old blocks covered beyond the new class's
- * first block: 3 MiB of 200 KiB blocks freed, then one 300 KiB block (classes no case above
- * used, so that the 300 KiB class has no page of its own yet). */
-static void single_gives_back(void) {
-  size_t n = fill(200 * KIB, 3072 * KIB, 3);
-  drop(n);
+/* `old`-byte blocks worth `total` bytes written and freed, then one `want`-byte block of a class
+ * with no page of its own yet: it takes one of the emptied pages over (heap.c's
+ * page_take_empty), RSS falls by more than `drop`, and the ledger's returned_takeover_bytes
+ * says [lo, hi] went back. */
+static void gives_back(const char *name, size_t old, size_t total, size_t want, size_t drop_min, size_t lo, size_t hi) {
+  drop(fill(old, total, 3));
   size_t rss0 = tu_rss();
   fg_stats_t before = stats();
-  void *p = malloc(300 * KIB);
-  memset(p, 1, 300 * KIB);
+  void *p = malloc(want);
+  memset(p, 1, want);
   size_t rss1 = tu_rss();
   fg_stats_t after = stats();
-  CHECKF(rss1 + 2048 * KIB < rss0, "single: taken over, the page gives back its old blocks' pages (RSS %zu -> %zu KiB)",
-         rss0 / KIB, rss1 / KIB);
   uint64_t said = after.returned_takeover_bytes - before.returned_takeover_bytes;
-  CHECKF(said >= 2048 * KIB && said <= 3072 * KIB, "single: the ledger says so (returned_takeover_bytes %llu KiB)",
+  check_note("%s: %zu KiB of %zu KiB blocks freed, then %zu KiB: %llu page taken over, RSS %zu -> %zu KiB, %llu KiB given back",
+             name, total / KIB, old / KIB, want / KIB, (unsigned long long)(after.pages_reused - before.pages_reused),
+             rss0 / KIB, rss1 / KIB, (unsigned long long)(said / KIB));
+  CHECKF(after.pages_reused == before.pages_reused + 1, "%s: the new class takes over an emptied page", name);
+  CHECKF(rss1 + drop_min < rss0, "%s: what it does not use goes back (RSS %zu -> %zu KiB)", name, rss0 / KIB, rss1 / KIB);
+  CHECKF(said >= lo && said <= hi, "%s: the ledger says so (returned_takeover_bytes %llu KiB)", name,
          (unsigned long long)(said / KIB));
   free(p);
 }
 
-/* A medium page taken over keeps what the taking class used when its pages last emptied, and
- * gives back the rest (heap.c's page_take_empty): 12 x 40 KiB blocks (one 512 KiB page)
- * written and freed, then a 60 KiB block of a class never used (it keeps one block's worth;
- * 416 KiB go back, RSS falls by 230-290 KiB: the block is written, page tables come and go).
- * Passed on whole from class to class, such pages kept the threads lab's storm at 9 MB for
- * 5 (random sizes, a block or two of each medium class at a time). */
-static void medium_gives_back(void) {
-  size_t n = fill(40 * KIB, 480 * KIB, 5);
-  drop(n);
-  size_t rss0 = tu_rss();
-  fg_stats_t before = stats();
-  void *p = malloc(60 * KIB);
-  memset(p, 2, 60 * KIB);
-  size_t rss1 = tu_rss();
-  fg_stats_t after = stats();
-  uint64_t said = after.returned_takeover_bytes - before.returned_takeover_bytes;
-  check_note("medium: %zu x 40 KiB freed, then 60 KiB: %llu page taken over, RSS %zu -> %zu KiB, %llu KiB given back", n,
-             (unsigned long long)(after.pages_reused - before.pages_reused), rss0 / KIB, rss1 / KIB,
-             (unsigned long long)(said / KIB));
-  CHECKF(after.pages_reused == before.pages_reused + 1, "medium: the new class takes over the emptied page");
-  CHECKF(rss1 + 192 * KIB < rss0, "medium: what it does not use goes back (RSS %zu -> %zu KiB)", rss0 / KIB, rss1 / KIB);
-  CHECKF(said >= 400 * KIB && said <= 480 * KIB, "medium: the ledger says so (returned_takeover_bytes %llu KiB)",
-         (unsigned long long)(said / KIB));
-  free(p);
-}
+/* A single page (a segment) keeps its new class's first block: 3 MiB of 200 KiB blocks, then
+ * 300 KiB (classes no case above used). */
+static void single_gives_back(void) { gives_back("single", 200 * KIB, 3072 * KIB, 300 * KIB, 2048 * KIB, 2048 * KIB, 3072 * KIB); }
+
+/* A medium page keeps what the taking class used when its pages last emptied: 12 x 40 KiB
+ * blocks (one 512 KiB page), then 60 KiB of a class never used, which keeps one block's worth
+ * (416 KiB go back, RSS falls by 230-290 KiB: the block is written, page tables come and go).
+ * Passed on whole from class to class, such pages kept the threads lab's storm at 9 MB for 5
+ * (random sizes, a block or two of each medium class at a time). */
+static void medium_gives_back(void) { gives_back("medium", 40 * KIB, 480 * KIB, 60 * KIB, 192 * KIB, 400 * KIB, 480 * KIB); }
 
 /* Blocks freed on a class's pages go out again before the class carves more (heap.c's
  * page_find): 200 blocks of 3000 B (a class no other case uses; about ten pages, the last
