@@ -370,7 +370,7 @@ static fg_warm void cut(fg_segment_t *s, size_t keep, fg_heap_t *heap, fg_large_
       pieces_add(pieces(t), 0, &p, keep, s->mapped);
       t->freed_at = s->freed_at;
       atomic_store_explicit(&t->large_state, FG_LARGE_FREE, memory_order_relaxed);
-      _fg_secure_guard_seal(t, tail); /* s's, lifted by take_nearest */
+      _fg_secure_guard_seal(t, tail); /* s's, lifted by reshape */
       cache_put(c, t);
       extra = extra_of(pieces(t));
     } else {
@@ -481,11 +481,13 @@ static fg_warm fg_segment_t *grow(fg_segment_t *s, size_t need, fg_large_cache_t
 /* Make s `need` bytes long; `c`: the heap cache it came from (NULL: the process cache), which
  * may take its tail or give it pages. NULL, with s given back, when no mapping is to be had. */
 static fg_segment_t *reshape(fg_segment_t *s, size_t need, fg_heap_t *heap, fg_large_cache_t *c) {
-  if (need < s->mapped) {
+  _fg_secure_guard_lift(s, s->mapped); /* secure mode: the guard moves to the new end */
+  if (need < s->mapped)
     cut(s, need, heap, c);
-    return s;
-  }
-  return grow(s, need, c);
+  else
+    s = grow(s, need, c);
+  if (s != NULL) _fg_secure_guard_seal(s, s->mapped);
+  return s;
 }
 
 /* ---- allocation and free ---------------------------------------------------------------------- */
@@ -499,7 +501,6 @@ static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
   size_t held = 0, now_held = 0; /* mapped bytes counted live before and after */
   if (s != NULL) {
     held = s->mapped + c->bytes;
-    _fg_secure_guard_lift(s, s->mapped);
     s = reshape(s, need, heap, c);
     now_held = (s != NULL ? s->mapped : 0) + c->bytes;
   }
@@ -510,14 +511,10 @@ static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
     _fg_unlock(&large_lock);
     if (s == NULL) return NULL;
     held = s->mapped;
-    _fg_secure_guard_lift(s, s->mapped);
     s = reshape(s, need, heap, NULL);
     now_held = s != NULL ? s->mapped : 0;
   }
-  if (s != NULL) {
-    _fg_secure_guard_seal(s, s->mapped);
-    _fg_count(FG_C_large_cache_reshapes, 1);
-  }
+  if (s != NULL) _fg_count(FG_C_large_cache_reshapes, 1);
   _fg_lock(&large_lock);
   live_bytes = live_bytes - held + now_held;
   if (live_bytes > live_peak) live_peak = live_bytes;
