@@ -169,7 +169,7 @@ static fg_warm void segment_release(fg_heap_t *heap, fg_segment_t *s) {
    * unmaps it by: purged, it read 0 and munmap failed): one madvise, not one per page. */
   if (!heap->owned) {
     _fg_os_purge((uint8_t *)s + FG_OS_PAGE, FG_SEGMENT_SIZE - FG_OS_PAGE);
-    for (size_t i = 0; i < s->page_count; i++) s->pages[i].committed = 0;
+    for (size_t i = 0; i < s->page_count; i++) s->pages[i].committed = 0, s->pages[i].resident = 0;
   }
   segment_to_cache(s);
 }
@@ -277,6 +277,7 @@ bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
         if (run == NULL) run = start;
         run_end = start + area;
         page->committed = 0;
+        page->resident = 0;
       }
     }
   }

@@ -6,12 +6,14 @@
  * almost nothing (fresh_bytes, RSS), hand out blocks of its own class, keep their contents
  * apart, and leave the first class working afterwards. Medium pages are not passed between
  * classes (heap.c's page_take_empty says why): there, only the blocks are checked.
- * And blocks freed on a class's pages are handed out again before the class carves more.
+ * And blocks freed on a class's pages are handed out again before the class carves more; carving
+ * runs ahead only over memory the slot had resident.
  * FRUGAL_DECAY_MS is set high by CMake so no decay pass releases the empty pages meanwhile. */
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "frugal-stats.h"
@@ -156,8 +158,52 @@ static void frees_before_carving(void) {
   drop(N);
 }
 
+/* OS pages resident in [p, p + len) (mincore). */
+static size_t resident_pages(const void *p, size_t len) {
+  unsigned char vec[64];
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095;
+  size_t n = (len + 4095) / 4096;
+  if (n > sizeof vec || mincore((void *)lo, n * 4096, vec) != 0) return SIZE_MAX;
+  size_t r = 0;
+  for (size_t i = 0; i < n; i++) r += vec[i] & 1;
+  return r;
+}
+
+/* Carving runs ahead only over memory a page of the slot touched before (page.c's
+ * _fg_page_extend): the first 4 KiB block of a class's first page commits one OS page, not
+ * the page's 16; once 64 such blocks were written and freed, 2 KiB blocks carved over their
+ * pages take a slow call per 16 blocks, not per 2, and commit nothing. */
+static void carves_resident(void) {
+  enum { BIG = 64, SMALL = 128 };
+  char *first = malloc(4096);
+  memset(first, 1, 4096);
+  /* From the OS page after the block's (the page's first block may start past a header) to
+   * the page's end. */
+  uintptr_t next = ((uintptr_t)first + 4096 + 4095) & ~(uintptr_t)4095;
+  size_t rest = (((uintptr_t)first + 65536) & ~(uintptr_t)65535) - next;
+  size_t ahead = resident_pages((void *)next, rest);
+  check_note("carving: after the first 4 KiB block, %zu of the page's next %zu OS pages resident", ahead, rest / 4096);
+  CHECKF(ahead == 0, "carving: a fresh page commits one OS page for its first 4 KiB block (%zu more)", ahead);
+  free(first);
+  drop(fill(4096, BIG * 4096, 5));
+  fg_stats_t before = stats();
+  size_t n = fill(2048, SMALL * 2048, 9);
+  fg_stats_t after = stats();
+  uint64_t slow = after.slow_allocs - before.slow_allocs, fresh = after.fresh_bytes - before.fresh_bytes;
+  check_note("carving: %zu x 2 KiB blocks over the freed 4 KiB blocks' pages: %llu slow calls, %llu fresh bytes", n,
+             (unsigned long long)slow, (unsigned long long)fresh);
+  /* One a block or two carving 4 KiB at a time (64), 8 if all 128 fell on resident memory:
+   * the first of the pages was carved only in part by the 4 KiB blocks (17 seen). */
+  CHECKF(slow <= SMALL / 4, "carving: resident memory is carved 16 blocks at a time (%llu slow calls for %d blocks)",
+         (unsigned long long)slow, SMALL);
+  CHECKF(fresh == 0, "carving: nothing fresh is committed (%llu bytes)", (unsigned long long)fresh);
+  CHECKF(intact(n, 2048, 9), "carving: every block keeps its own bytes");
+  drop(n);
+}
+
 int main(void) {
-  medium_gives_back(); /* first: no other medium class has an empty page to take */
+  carves_resident(); /* first: its 4 KiB class starts on a fresh page */
+  medium_gives_back(); /* no other medium class has an empty page to take */
   frees_before_carving();
   kind("small", 1000, 1100, 2048 * KIB, true);       /* 64 KiB pages */
   kind("medium", 20 * KIB, 23 * KIB, 4000 * KIB, true); /* 512 KiB pages, 8 of them carved whole */
