@@ -312,7 +312,7 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
       if (covered > keep + (kind == FG_SEG_MEDIUM ? MEDIUM_SLACK : 0)) {
         uint8_t was = _fg_returning_for(FG_BY_TAKEOVER);
         _fg_os_purge(page->start + keep, covered - keep);
-        if (page->resident > keep) page->resident = (uint32_t)(keep & ~(FG_OS_PAGE - 1));
+        if ((size_t)page->resident * FG_OS_PAGE > keep) page->resident = (uint8_t)(keep / FG_OS_PAGE);
         _fg_returning_end(was);
       }
     }

@@ -122,9 +122,10 @@ bool _fg_page_extend(fg_page_t *page) {
   size_t bsize = page->block_size, at = (size_t)page->capacity * bsize;
   uint32_t n = (uint32_t)(FG_OS_PAGE / bsize);
   if (n < 1) n = 1;
-  if (n < CARVE_RESIDENT && at + sizeof(fg_block_t) <= page->resident) {
-    uint32_t resident = (uint32_t)((page->resident - at - sizeof(fg_block_t)) / bsize + 1);
-    n = resident < CARVE_RESIDENT ? resident : CARVE_RESIDENT;
+  size_t resident = (size_t)page->resident * FG_OS_PAGE;
+  if (n < CARVE_RESIDENT && at + sizeof(fg_block_t) <= resident) {
+    uint32_t fit = (uint32_t)((resident - at - sizeof(fg_block_t)) / bsize + 1);
+    n = fit < CARVE_RESIDENT ? fit : CARVE_RESIDENT;
   }
   if (n > left) n = left;
   uint8_t *first = page->start + at;
@@ -138,8 +139,8 @@ bool _fg_page_extend(fg_page_t *page) {
     /* Blocks of 4 KiB or less put a first word on every OS page they span: all of them are
      * resident now, if they continue what was. */
     size_t end = fg_align_up(at + (size_t)(n - 1) * bsize + sizeof(fg_block_t), FG_OS_PAGE);
-    if (bsize <= FG_OS_PAGE && (at & ~(FG_OS_PAGE - 1)) <= page->resident && end > page->resident)
-      page->resident = (uint32_t)end;
+    if (bsize <= FG_OS_PAGE && (at & ~(FG_OS_PAGE - 1)) <= resident && end > resident)
+      page->resident = (uint8_t)(end / FG_OS_PAGE);
   }
   page->capacity += n;
   uint64_t err = page->magic * bsize; /* wraps: magic * bsize - 2^64 */

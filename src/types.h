@@ -158,12 +158,14 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
   uint8_t kept;           /* empty, kept in its queue (behind its class's first page) for reuse */
   uint8_t prev_class;     /* taken over from another class (heap.c): that class + 1, else 0 */
-  /* Bytes of the slot's area, from its start, known resident: what carving blocks of 4 KiB or
-   * less touched, kept with the slot for its next page and 0 once given back. Carving there
-   * costs no fault and no RSS (page.c's _fg_page_extend). */
-  uint32_t resident;
+  /* OS pages of the slot's area, from its start, known resident: what carving blocks of 4 KiB
+   * or less (small pages: 16 at most) touched, kept with the slot for its next page and 0 once
+   * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). A byte:
+   * the struct has two left. */
+  uint8_t resident;
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
+_Static_assert(sizeof(fg_page_t) == 128, "a page struct is two lines: a pointer's page is a shift away");
 
 typedef struct fg_segment_s {
   uintptr_t cookie; /* segment address ^ process secret: a sanity check for the header */
