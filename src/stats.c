@@ -15,10 +15,6 @@ _Atomic(uint64_t) _fg_counters[FG_C_COUNT];
 
 static bool leaks_on;
 static uint64_t sample_ms; /* peak sampling (and timeline) period */
-/* Without a timeline. At 100 ms, a program that built 64 MiB of blocks and freed them within
- * 80 ms (the lab's footprint idle cell) reported a live peak of 37 KiB; a snapshot every 10 ms
- * costs a few microseconds each. */
-#define PEAK_SAMPLE_MS 10
 static bool timeline_on;
 static _Atomic(uint64_t) next_sample_at;
 static fg_big_zeros fg_ledger_t orphan_ledger;                 /* frees by threads that never allocated */
@@ -352,7 +348,7 @@ void _fg_stats_init(void) {
   leaks_on = _fg_option(FG_OPTION_LEAKS) != 0;
   long interval = _fg_option(FG_OPTION_STATS_INTERVAL_MS);
   timeline_on = interval > 0;
-  sample_ms = interval > 0 ? (uint64_t)interval : PEAK_SAMPLE_MS;
+  sample_ms = interval > 0 ? (uint64_t)interval : 100;
   start_ms = _fg_clock_ms();
 }
 
