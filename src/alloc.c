@@ -83,13 +83,6 @@ static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
   return malloc_generic(heap, size);
 }
 
-/* The ledger's 64th count: a look at the sampling clock, out of line so that malloc's
- * counting branch calls nothing on its way and needs no frame. */
-static fg_noinline void *malloc_counted_due(void *b) {
-  _fg_ledger_sample();
-  return b;
-}
-
 /* operator new's misses: as fg_malloc's, then `failed` (the new-handler loop and the throw)
  * if they found no memory. */
 static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(size_t)) {
@@ -113,7 +106,7 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
       if (fg_unlikely(page_counted(page))) {
         /* Read again, not kept from the increment: the fast path then adds to memory. */
         if (__atomic_load_n(&page->used, __ATOMIC_RELAXED) & FG_USED_SECURE) return _fg_secure_popped(page, b, size);
-        if (fg_unlikely(_fg_ledger_count_alloc(heap, page, b, size))) return malloc_counted_due(b);
+        _fg_ledger_count_alloc(heap, page, b, size);
       }
       return b;
     }

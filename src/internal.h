@@ -472,7 +472,7 @@ void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
 /* With FG_MODE_LEDGER_FAST, fg_malloc and fg_free count inline (their pages carry side arrays
  * from the start); the other entry points take the hooks. */
-void _fg_ledger_sample(void); /* every 64 allocations counted: peaks and timeline, when due */
+void _fg_ledger_sample(void); /* peaks and timeline, when due: sample.c's countdown calls it */
 
 /* The ledger row of page's class in heap's ledger. */
 static inline _Atomic(uint64_t) *_fg_ledger_row(fg_heap_t *heap, const fg_page_t *page) {
@@ -482,24 +482,13 @@ static inline _Atomic(uint64_t) *_fg_ledger_row(fg_heap_t *heap, const fg_page_t
 /* Count block b of `page`, handed out for `size` (not 0), into heap's ledger: the block's
  * side-array entry and two adds. stats.c derives the rest when merging: the handed-out bytes
  * (class size times count) and the histogram (a request of class c falls in bucket c + 1;
- * the hooks count the others as corrections). True when the caller must call
- * _fg_ledger_sample (every 64th count): the caller's counting branch then calls nothing on
- * its usual way through. */
-static inline bool _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void *b, size_t size) {
+ * the hooks count the others as corrections). The sampler's countdown, which every
+ * allocation runs anyway, says when to look at the clock for peaks (sample.c). */
+static inline void _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void *b, size_t size) {
   page->requested[_fg_block_index(page, (uintptr_t)b - (uintptr_t)page->start)] = (uint32_t)size + 1;
   _Atomic(uint64_t) *row = _fg_ledger_row(heap, page);
   _fg_bump(&row[FG_F_allocations], 1);
   _fg_bump(&row[FG_F_bytes_requested], size);
-  /* One event in 64: a byte that counts by 4 carries then. On x86-64 one add to memory and a
-   * jump on its carry (compilers load, add, store, test: 3 more). */
-#if defined(__x86_64__) && defined(__GNUC__)
-  __asm__ goto("addb $4, %0\n\tjc %l[due]" : "+m"(_fg_heap_ledger(heap)->events) : : "cc" : due);
-  return false;
-due:
-  return true;
-#else
-  return (uint8_t)(_fg_heap_ledger(heap)->events += 4) == 0;
-#endif
 }
 
 /* Count the free of block idx of `page` into heap's ledger. */

@@ -201,7 +201,6 @@ fg_rare void _fg_ledger_alloc(void *p, size_t size) {
   fg_ledger_t *l = thread_ledger();
   count(l, loc.row, FG_F_allocations, size, loc.handed, bucket_of(size));
   if (leaks_on) leak_record(p, size);
-  if (l != NULL && (uint8_t)(l->events += 4) == 0) _fg_ledger_sample();
 }
 
 fg_rare size_t _fg_ledger_free(void *p) {
@@ -316,7 +315,7 @@ fg_rare void _fg_stats_snapshot_free(fg_stats_t *st) {
 }
 
 /* Peaks (and the timeline, when asked) are sampled every sample_ms by whichever thread's
- * ledger event comes first after the period: no background thread. */
+ * sampler countdown trips first after the period (sample.c): no background thread. */
 fg_rare void _fg_ledger_sample(void) {
   uint64_t now = _fg_clock_ms(), due = atomic_load_explicit(&next_sample_at, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong(&next_sample_at, &due, now + sample_ms)) return;

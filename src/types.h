@@ -43,7 +43,6 @@ typedef struct fg_ledger_s {
   /* Rows of 8 counters (64 bytes): the inline ledger finds a class's row with one shift. */
   _Atomic(uint64_t) classes[FG_STATS_CLASSES][8];
   _Atomic(uint64_t) histogram[FG_STATS_HIST_BUCKETS];
-  uint8_t events; /* counts allocations by 4: carries every 64th (internal.h) */
 } fg_ledger_t;
 
 /* 4 MiB segments: big enough that segment headers and the segment map cost little, small

@@ -220,9 +220,9 @@ def check_histogram(ledger: dict, base: dict, sizes: Counter[int], tag: str) -> 
 
 
 def check_timeline(ledger: dict, base: dict) -> None:
-    """Samples all along the 400 ms loop, a period apart at least; in the loop, 101 blocks live
-    at each sample (the 100 kept and the one just allocated, whose count ticked the sampler),
-    so the sampled peak is exactly that."""
+    """Samples all along the 400 ms loop, a period apart at least; in the loop, 100 blocks live
+    at each sample (the 100 kept: the sampler's countdown, which says when to look at the
+    clock, trips before the allocation it counts), so the sampled peak is exactly that."""
     period = ledger["options"]["stats_interval_ms"]
     check_that("timeline: FRUGAL_STATS_INTERVAL_MS is set", period > 0, period)
     # The loop must stay on the fast path, or this would not test the inline count's sampling.
@@ -233,14 +233,14 @@ def check_timeline(ledger: dict, base: dict) -> None:
     check_that(f"timeline: at least 8 samples in {TIMELINE_MS} ms", len(t) >= 8, f"{len(t)} at {t} ms")
     check_that(f"timeline: the last sample at t >= {TIMELINE_MS * 3 // 4} ms", t[-1] >= TIMELINE_MS * 3 // 4, t[-1])
     check(f"timeline: samples at least {period} ms apart", [b - a for a, b in zip(t, t[1:]) if b - a < period], [])
-    top_req = base["live"]["bytes_requested"] + (TIMELINE_LIVE + 1) * TIMELINE_SIZE
-    top_handed = base["live"]["bytes_handed_out"] + (TIMELINE_LIVE + 1) * TIMELINE_SIZE
+    top_req = base["live"]["bytes_requested"] + TIMELINE_LIVE * TIMELINE_SIZE
+    top_handed = base["live"]["bytes_handed_out"] + TIMELINE_LIVE * TIMELINE_SIZE
     timeline = ledger["timeline"]
     above = [s for s in timeline if s["live_bytes_requested"] > top_req or s["live_bytes_handed_out"] > top_handed]
-    check("timeline: no sample above 101 live blocks", above, [])
+    check("timeline: no sample above 100 live blocks", above, [])
     thin = [s for s in timeline if s["held_bytes"] < TIMELINE_CACHED]
     check("timeline: every sample holds the 1 MiB block freed before the loop (held_bytes)", thin, [])
-    check("timeline: sampled peak requested (101 blocks of 64 B)", ledger["live"]["peak_bytes_requested"], top_req)
+    check("timeline: sampled peak requested (100 blocks of 64 B)", ledger["live"]["peak_bytes_requested"], top_req)
     check("timeline: sampled peak handed out", ledger["live"]["peak_bytes_handed_out"], top_handed)
 
 
