@@ -273,6 +273,7 @@ static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_T
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check); /* owner: free blocks idle since the last check */
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
+void _fg_page_uncarve(fg_page_t *page); /* owner, page empty: its blocks' memory goes back */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
 void _fg_page_side_array_drop(fg_page_t *page);           /* to the pool of side arrays */

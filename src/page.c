@@ -103,6 +103,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->committed = 1;
   page->has_aligned = 0;
   page->prev_class = 0;
+  page->came_back = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   /* page->heap was set when the slot was taken, under the heap's lock: the purger reads it. */
@@ -129,6 +130,7 @@ bool _fg_page_extend(fg_page_t *page) {
   }
   if (n > left) n = left;
   uint8_t *first = page->start + at;
+  if (at == 0 && page->prev_class == page->class_idx + 1u) page->came_back = 1; /* uncarved, used again */
   if (fg_unlikely(_fg_secure_on())) {
     _fg_secure_carve(page, first, n);
   } else {
@@ -182,6 +184,22 @@ static fg_warm void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
     }
     l = b->next;
   }
+}
+
+/* An empty page gives back the memory of its blocks and stays where it is, as if just
+ * started: the next block is carved again (and faults in again, which the ledger's fresh
+ * bytes count). The OS pages it shares with its neighbours (a segment header) stay. */
+void _fg_page_uncarve(fg_page_t *page) {
+  uintptr_t lo = fg_align_up((uintptr_t)page->start, FG_OS_PAGE);
+  uintptr_t hi = ((uintptr_t)page->start + (size_t)page->capacity * page->block_size) & ~(FG_OS_PAGE - 1);
+  if (hi > lo) _fg_os_purge((void *)lo, hi - lo);
+  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
+  atomic_store_explicit(&page->capacity, 0, memory_order_relaxed);
+  page->free = _fg_link_plain(_fg_list_end(page));
+  page->local_free = _fg_link(page, _fg_list_end(page));
+  page->resident = 0;
+  page->fresh = 1;
+  page->prev_class = (uint8_t)(page->class_idx + 1); /* its old blocks freed again: double frees */
 }
 
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check) {

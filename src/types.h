@@ -156,12 +156,12 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
   uint8_t kept;           /* empty, kept in its queue (behind its class's first page) for reuse */
-  uint8_t prev_class;     /* taken over from another class (heap.c): that class + 1, else 0 */
+  uint8_t prev_class; /* taken over from another class (heap.c), or uncarved: that class + 1, else 0 */
   /* OS pages of the slot's area, from its start, known resident: what carving blocks of 4 KiB
    * or less (small pages: 16 at most) touched, kept with the slot for its next page and 0 once
-   * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). A byte:
-   * the struct has two left. */
+   * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). */
   uint8_t resident;
+  uint8_t came_back; /* uncarved while empty, then carved again: not uncarved twice (heap.c) */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 _Static_assert(sizeof(fg_page_t) == 128, "a page struct is two lines: a pointer's page is a shift away");

@@ -56,6 +56,16 @@ static void df_small_now(void) { df_now(64); }
 static void df_small_later(void) { df_later(64, 200, 1000); }
 static void df_medium_now(void) { df_now(20 * KIB); }
 static void df_medium_later(void) { df_later(20 * KIB, 5 * KIB, 60 * KIB); }
+/* Its page given back while empty (heap.c's lone_pages_uncarve, as a 20 KiB class starts a
+ * page): the block is no longer carved, and still a double free. */
+static void df_uncarved(void) {
+  void *p = malloc(100 * KIB);
+  free(p);
+  void *q = malloc(20 * KIB);
+  expect(q);
+  expect(p);
+  free(tu_ptr(p));
+}
 static void df_large_now(void) { df_now(8 << 20); }
 static void df_large_later(void) { df_later(8 << 20, 1 << 20, 16 << 20); }
 static void df_fg_free(void) {
@@ -209,6 +219,7 @@ static const death_t cases[] = {
     {"double free, 64 B, after other frees and allocations", df_small_later, "double free"},
     {"double free, 20 KiB, right away", df_medium_now, "double free"},
     {"double free, 20 KiB, after other frees and allocations", df_medium_later, "double free"},
+    {"double free, 100 KiB, after its empty page gave its memory back", df_uncarved, "double free"},
     {"double free, 8 MiB, right away", df_large_now, "double free"},
     {"double free, 8 MiB, after other frees and allocations", df_large_later, "double free"},
     {"double fg_free, 48 B", df_fg_free, "double free"},
