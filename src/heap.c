@@ -333,8 +333,9 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
  * (came_back): python3's waves of the same sizes faulted 24 % more without that, 7 % more
  * with it. Pages a medium class carved over half are left whole for another class to take
  * over (page_take_empty). Medians of 5 to 10 runs: python3 on the lab's script 40.9 -> 40.3
- * MB peak RSS (glibc 39.4) in the same CPU time, `python3 -c pass` 14.6 -> 14.3. Only every
- * 4th start, python3 kept its 40.9. */
+ * MB peak RSS (glibc 39.4) in the same CPU time, `python3 -c pass` 14.6 -> 14.3; the threads
+ * lab's storm 5.0 -> 4.8 MB for 2 % more CPU (222 -> 226 ms, madvise calls 1,218 -> 1,446).
+ * Only every 4th start, python3 kept its 40.9. */
 static void lone_pages_uncarve(fg_heap_t *heap, size_t except) {
   if (_fg_secure_on()) return; /* secure mode's blocks carry guards and fills: left alone */
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
