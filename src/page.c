@@ -72,6 +72,14 @@ void _fg_page_side_lock(bool lock) {
  * on other threads' behalf (the heap's delayed list); `xthread_free`, other threads' frees on
  * an atomic stack, taken whole with its count. */
 
+/* No block carved: what a page starts as, and what an uncarved one goes back to. */
+static void carve_none(fg_page_t *page) {
+  atomic_store_explicit(&page->capacity, 0, memory_order_relaxed);
+  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
+  page->free = _fg_link_plain(_fg_list_end(page));
+  page->local_free = _fg_link(page, _fg_list_end(page));
+}
+
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   fg_segment_t *s = _fg_segment_of(page);
   size_t bsize = _fg_class_size(class_idx);
@@ -90,14 +98,11 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
    * secure.c to be armed, which needs the side array; without memory for one the page is a
    * plain one (key 0, its blocks unwatched). */
   bool secured = _fg_secure_alone() && side_array(page);
-  page->capacity = 0;
   page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : secured ? FG_USED_SECURE | FG_USED_SLOW : 0;
   page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
-  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   bool keyed = _fg_secure_on() && (secured || !_fg_secure_alone());
   page->key = keyed ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
-  page->free = _fg_link_plain(_fg_list_end(page));
-  page->local_free = _fg_link(page, _fg_list_end(page));
+  carve_none(page); /* after the key: the empty lists' links are encoded with it */
   atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
   page->fresh = !page->committed; /* carving uncommitted memory faults: the ledger counts it */
   page->committed = 1;
@@ -193,10 +198,7 @@ void _fg_page_uncarve(fg_page_t *page) {
   uintptr_t lo = fg_align_up((uintptr_t)page->start, FG_OS_PAGE);
   uintptr_t hi = ((uintptr_t)page->start + (size_t)page->capacity * page->block_size) & ~(FG_OS_PAGE - 1);
   if (hi > lo) _fg_os_purge((void *)lo, hi - lo);
-  atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
-  atomic_store_explicit(&page->capacity, 0, memory_order_relaxed);
-  page->free = _fg_link_plain(_fg_list_end(page));
-  page->local_free = _fg_link(page, _fg_list_end(page));
+  carve_none(page);
   page->resident = 0;
   page->fresh = 1;
   page->prev_class = (uint8_t)(page->class_idx + 1); /* its old blocks freed again: double frees */
