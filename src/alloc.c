@@ -184,6 +184,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
   } else {
     usable = _fg_usable_from(page, p);
     if (size <= usable && size >= usable / 2) return p; /* shrinking by less than half: stay */
+    if (size > usable && size <= FG_CLASS_MAX && _fg_heap_regrow(page, p, size)) return p;
   }
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;

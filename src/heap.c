@@ -304,8 +304,9 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
     fg_page_t *page = heap->queues[o].last;
     if (o == c || page == NULL || _fg_page_used(page) != 0) continue;
     size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
-    if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN) continue; /* a block or two: stays */
-    if (kind != FG_SEG_SMALL) {
+    bool buffer = page->regrown && covered == page->block_size; /* see _fg_heap_regrow */
+    if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN && !buffer) continue; /* a block or two: stays */
+    if (kind != FG_SEG_SMALL && !buffer) {
       size_t keep = _fg_class_size(c);
       size_t used = (size_t)heap->extent[c] * FG_OS_PAGE; /* 0 but for medium classes */
       if (used > keep) keep = used;
@@ -341,7 +342,8 @@ static void lone_pages_uncarve(fg_heap_t *heap, size_t except) {
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   for (size_t c = _fg_kind_first_class(FG_SEG_MEDIUM); c < FG_CLASS_COUNT; c++) {
     fg_page_t *page = heap->queues[c].first;
-    if (c == except || page == NULL || page->next != NULL || page->came_back || _fg_page_used(page) != 0) continue;
+    if (c == except || page == NULL || page->next != NULL || page->came_back || page->regrown || _fg_page_used(page) != 0)
+      continue;
     size_t carved = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
     if (carved == 0 || (_fg_class_kind(c) == FG_SEG_MEDIUM && carved >= MEDIUM_TAKEN_MIN) ||
         atomic_load_explicit(&page->xthread_free, memory_order_relaxed) != 0)
@@ -369,6 +371,34 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
   _fg_page_extend(page);
   _fg_queue_push_front(heap, &heap->queues[c], page);
   return page;
+}
+
+/* realloc growing a block of 8 KiB or more that is its page's only carved block, held by its
+ * owner: the page takes the bigger class of the same kind, and the block grows where it is. A
+ * buffer grown by realloc otherwise walks every class above it, a copy and a block left in
+ * each (python3's json.dumps output: 30 classes from 10 KiB to 512 KiB; a loop growing a
+ * buffer by 4 KiB to 512 KiB and freeing it took 390 us a round and 228 page faults against
+ * glibc's 11 us and none). Freed, such a page (`regrown`) waits for the next buffer, which
+ * takes it whatever its class (page_take_empty, kept_bytes counting its one block), and is
+ * not uncarved meanwhile. The growth counts as carving would (grew()): the program commits
+ * more, and what it left idle goes back. python3 on the lab's footprint script, medians of 7:
+ * peak RSS 39.35 -> 38.96 MiB (glibc 38.45; counting only growth into fresh memory, 39.51:
+ * its idle cached large blocks stayed), the same CPU, 13 % fewer page faults. */
+bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
+  fg_heap_t *heap = _fg_heap();
+  if (page->heap != heap || (const uint8_t *)p != page->start || page->used != 1 ||
+      atomic_load_explicit(&page->capacity, memory_order_relaxed) != 1 ||
+      atomic_load_explicit(&page->xthread_free, memory_order_relaxed) != 0)
+    return false; /* used == 1: one block live and no flag (not full, no ledger, no secure mode) */
+  size_t c = _fg_class_of(size), old = page->class_idx;
+  fg_segment_kind_t kind = _fg_class_kind(old);
+  if (kind == FG_SEG_SMALL || _fg_class_kind(c) != kind || !_fg_page_reclass(page, heap, c)) return false;
+  _fg_queue_remove(heap, &heap->queues[old], page);
+  _fg_queue_push_back(heap, &heap->queues[c], page);
+  page->regrown = 1;
+  heap->grown += _fg_class_size(c) - _fg_class_size(old);
+  if (heap->grown >= GROWTH_STEP) grew(heap);
+  return true;
 }
 
 /* A page of class c with a free block: the queue's pages in order, gathering their frees

@@ -253,7 +253,11 @@ static inline size_t _fg_usable_from(const fg_page_t *page, const void *p) {
   return page->block_size - off % page->block_size;
 }
 static inline uint32_t _fg_page_used(const fg_page_t *page) { return page->used & FG_USED_COUNT; }
-static inline size_t _fg_page_bytes(const fg_page_t *page) { return (size_t)page->reserved * page->block_size; }
+/* What a kept empty page holds: its slot; for a page of one block grown by realloc (heap.c's
+ * _fg_heap_regrow), kept for the next such buffer, that block (a single page is 4 MiB). */
+static inline size_t _fg_page_bytes(const fg_page_t *page) {
+  return (size_t)(page->regrown ? 1u : page->reserved) * page->block_size;
+}
 /* A kept empty page is taken back into service (it became its class's first page) or released. */
 static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
   if (!page->kept) return;
@@ -273,6 +277,7 @@ static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_T
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check); /* owner: free blocks idle since the last check */
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
+bool _fg_page_reclass(fg_page_t *page, fg_heap_t *heap, size_t class_idx); /* one block: a bigger class */
 void _fg_page_uncarve(fg_page_t *page); /* owner, page empty: its blocks' memory goes back */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
@@ -324,6 +329,7 @@ void _fg_heap_thread_done(void *heap);
 void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX */
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
+bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size); /* realloc in place, or false */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
 void _fg_heaps_lock(void);
 void _fg_heaps_unlock(bool child);

@@ -80,16 +80,22 @@ static void carve_none(fg_page_t *page) {
   page->local_free = _fg_link(page, _fg_list_end(page));
 }
 
-void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
-  fg_segment_t *s = _fg_segment_of(page);
+/* The page's class: its block size, how many blocks fit, and the constants derived from them. */
+static void set_class(fg_page_t *page, fg_heap_t *heap, size_t class_idx, size_t area) {
   size_t bsize = _fg_class_size(class_idx);
-  uint8_t *start;
-  size_t area = _fg_page_area(s, page, &start);
-  page->start = start;
-  page->block_size = bsize;
+  page->block_size = (uint32_t)bsize;
   page->class_idx = (uint8_t)class_idx;
   page->ledger_row = (uint32_t)(offsetof(fg_heap_ledger_t, ledger.classes) + class_idx * sizeof(_fg_heap_ledger(heap)->classes[0]));
   page->reserved = (uint32_t)(area / bsize);
+  page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
+}
+
+void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
+  fg_segment_t *s = _fg_segment_of(page);
+  uint8_t *start;
+  size_t area = _fg_page_area(s, page, &start);
+  page->start = start;
+  set_class(page, heap, class_idx, area);
   if (page->requested_cap < page->reserved) _fg_page_side_array_drop(page); /* kept, too small */
   /* The inline ledger counts the blocks of pages flagged FG_USED_LEDGER, whose side array is
    * made now (without memory for one, the page's blocks go uncounted at both ends). */
@@ -99,7 +105,6 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
    * plain one (key 0, its blocks unwatched). */
   bool secured = _fg_secure_alone() && side_array(page);
   page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : secured ? FG_USED_SECURE | FG_USED_SLOW : 0;
-  page->magic = UINT64_MAX / bsize + 1 + fg_is_pow2(bsize); /* floor(2^64 / bsize) + 1 */
   bool keyed = _fg_secure_on() && (secured || !_fg_secure_alone());
   page->key = keyed ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
   carve_none(page); /* after the key: the empty lists' links are encoded with it */
@@ -109,9 +114,30 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->has_aligned = 0;
   page->prev_class = 0;
   page->came_back = 0;
+  page->regrown = 0;
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   /* page->heap was set when the slot was taken, under the heap's lock: the purger reads it. */
+}
+
+/* The limit _fg_block_carved compares with: a block start's offset times magic is its index
+ * times magic * block_size (mod 2^64, a small number), so the first `capacity` blocks pass. */
+static void set_carved_limit(fg_page_t *page) {
+  uint64_t err = page->magic * page->block_size;
+  atomic_store_explicit(&page->carved_limit, (uint64_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * err,
+                        memory_order_release);
+}
+
+/* A page whose one carved block is its start takes a bigger class of its kind: the block grows
+ * where it is, into the page's uncarved memory (realloc: heap.c's _fg_heap_regrow). False,
+ * nothing changed, when that class's block does not fit the page. */
+bool _fg_page_reclass(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
+  uint8_t *start;
+  size_t area = _fg_page_area(_fg_segment_of(page), page, &start);
+  if (_fg_class_size(class_idx) > area) return false;
+  set_class(page, heap, class_idx, area);
+  set_carved_limit(page);
+  return true;
 }
 
 /* Carve the next blocks into `free`: 4 KiB worth at a time, or one block of 4 KiB or more.
@@ -150,8 +176,8 @@ bool _fg_page_extend(fg_page_t *page) {
       page->resident = (uint8_t)(end / FG_OS_PAGE);
   }
   page->capacity += n;
-  uint64_t err = page->magic * bsize; /* wraps: magic * bsize - 2^64 */
-  atomic_store_explicit(&page->carved_limit, (uint64_t)page->capacity * err, memory_order_release);
+  page->regrown = 0; /* blocks of its own class now: a page like any other */
+  set_carved_limit(page);
   /* Carving writes each block's first word: small blocks touch all their pages, a block
    * of 4 KiB or more touches one. */
   if (page->fresh) {

@@ -161,7 +161,8 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
    * or less (small pages: 16 at most) touched, kept with the slot for its next page and 0 once
    * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). */
   uint8_t resident;
-  uint8_t came_back; /* uncarved while empty, then carved again: not uncarved twice (heap.c) */
+  uint8_t came_back : 1; /* uncarved while empty, then carved again: not uncarved twice (heap.c) */
+  uint8_t regrown : 1;   /* its one block grew in place by realloc (heap.c's _fg_heap_regrow) */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 _Static_assert(sizeof(fg_page_t) == 128, "a page struct is two lines: a pointer's page is a shift away");

@@ -66,6 +66,16 @@ static void df_uncarved(void) {
   expect(p);
   free(tu_ptr(p));
 }
+/* Grown where it is by realloc (heap.c's _fg_heap_regrow: its page changed class), freed,
+ * freed again. */
+static void df_regrown(void) {
+  void *p = malloc(70 * KIB);
+  expect(p);
+  void *q = realloc(p, 100 * KIB);
+  expect(q);
+  free(q);
+  free(tu_ptr(q));
+}
 static void df_large_now(void) { df_now(8 << 20); }
 static void df_large_later(void) { df_later(8 << 20, 1 << 20, 16 << 20); }
 static void df_fg_free(void) {
@@ -220,6 +230,7 @@ static const death_t cases[] = {
     {"double free, 20 KiB, right away", df_medium_now, "double free"},
     {"double free, 20 KiB, after other frees and allocations", df_medium_later, "double free"},
     {"double free, 100 KiB, after its empty page gave its memory back", df_uncarved, "double free"},
+    {"double free, 100 KiB, grown in place from 70 KiB by realloc", df_regrown, "double free"},
     {"double free, 8 MiB, right away", df_large_now, "double free"},
     {"double free, 8 MiB, after other frees and allocations", df_large_later, "double free"},
     {"double fg_free, 48 B", df_fg_free, "double free"},
