@@ -199,17 +199,20 @@ static void page_release(fg_heap_t *heap, fg_page_t *page) {
  * queue: malloc's fast path may be reading it). sqlite3 building and dropping tables kept
  * 868 empty pages this way: 96 MB peak against glibc's 51. */
 #define KEPT_MAX ((size_t)2 << 20) /* the lab's seed-4 batch: 1,000 x 1 KiB blocks in 16 pages */
-static size_t carved_pages(const fg_page_t *page) {
-  return fg_align_up((size_t)page->capacity * page->block_size, FG_OS_PAGE) / FG_OS_PAGE;
+/* A class's extent is counted in 128ths of its kind's page: OS pages for medium pages, 32 KiB
+ * for single pages (a segment). */
+static size_t extent_unit(size_t c) {
+  return (size_t)1 << ((_fg_class_kind(c) == FG_SEG_MEDIUM ? FG_MEDIUM_PAGE_SHIFT : FG_SEGMENT_SHIFT) - 7);
 }
 
-/* What a medium class used, for page_take_empty: the OS pages carved on the page that emptied,
- * or the class's earlier extent less 1/16, whichever is more (a class that fills a page and
- * part of another keeps near the full one's; less a quarter, the STL test program faulted
- * 145 k pages against 42 k). At most 128: a 512 KiB page. */
+/* What a class of big blocks used, for page_take_empty: how far the page that emptied was
+ * carved, or the class's earlier extent less 1/16, whichever is more (a class that fills a
+ * page and part of another keeps near the full one's; less a quarter, the STL test program
+ * faulted 145 k pages against 42 k). At most 128: a whole page. */
 static void extent_note(fg_heap_t *heap, const fg_page_t *page) {
   uint8_t *e = &heap->extent[page->class_idx];
-  size_t now = carved_pages(page), was = *e - *e / 16u;
+  size_t unit = extent_unit(page->class_idx);
+  size_t now = ((size_t)page->capacity * page->block_size + unit - 1) / unit, was = *e - *e / 16u;
   *e = (uint8_t)(now > was ? now : was);
 }
 
@@ -219,7 +222,7 @@ void _fg_heap_page_retire(fg_page_t *page) {
   fg_page_queue_t *q = &heap->queues[page->class_idx];
   page->freed_at = 0; /* the decay pass stamps it */
   heap->maybe_empty = FG_MAYBE_EMPTY_ALL;
-  if (_fg_class_kind(page->class_idx) == FG_SEG_MEDIUM) extent_note(heap, page);
+  if (_fg_class_kind(page->class_idx) != FG_SEG_SMALL) extent_note(heap, page);
   if (q->first == page && page->next == NULL) {
     decay_if_due(heap); /* free() counted this lone retire: it is the 16th */
     return;
@@ -277,16 +280,20 @@ static fg_noinline void grew(fg_heap_t *heap) {
  * growing dicts and lists through the classes above 64 KiB left each class an empty page, up
  * to a segment of memory apiece, while the next class faulted in a fresh one (peak RSS 158.6
  * against glibc's 145.9 MB; 151 this way). What the page's old blocks covered beyond what
- * the new class is expected to use goes back as it is taken over: for a single page (a
- * segment), beyond its first block (storm 5.2-5.4 MB this way, 5.2-6.2 without; python3's
- * quick lab cell 41.0 MiB against 41.2, for 1.5 % more CPU in madvise calls: 342 against 19;
- * the ledger's fresh bytes do not count the pages this faults in again); for a medium page
- * (512 KiB, blocks of 8-64 KiB), beyond the extent the class's own pages had when they last
- * emptied (extent_note) if that is more than a quarter of the page. Medium pages were not
- * taken over at first: passed from class to class, such a page kept resident all that any of
- * them had touched (the threads lab's storm, 5.2 -> 9.0 MB). Kept each by its own class, they
- * cost the STL test program (3 consumer threads, each task 51 blocks of one size in 12-20
- * KiB) 29.5 MB peak RSS for 3.7 MiB live (glibc 8.6, mimalloc 14.9). Only a page carved over
+ * the new class is expected to use goes back as it is taken over: beyond the extent the
+ * class's own pages had when they last emptied or were taken over (extent_note; one block
+ * for a class with none yet), for a medium page (512 KiB, blocks of 8-64 KiB) only if that is
+ * more than a quarter of the page. For a single page (a segment) cut to its first block, the
+ * storm had 5.2-5.4 MB, 5.2-6.2 uncut; python3's quick lab cell 41.0 MiB against 41.2, for
+ * 1.5 % more CPU in madvise calls: 342 against 19 (the ledger's fresh bytes do not count the
+ * pages this faults in again); but 24 buffers grown together by realloc through the single
+ * classes gave back and faulted in again 25 MiB a round (tests/pages.c), where their extents
+ * keep all but 28 KiB (the storm and python3 the same: their classes hold a block or two).
+ * Medium pages were not taken over at first: passed from class to class, such a page kept
+ * resident all that any of them had touched (the threads lab's storm, 5.2 -> 9.0 MB). Kept
+ * each by its own class, they cost the STL test program (3 consumer threads, each task 51
+ * blocks of one size in 12-20 KiB) 29.5 MB peak RSS for 3.7 MiB live (glibc 8.6, mimalloc
+ * 14.9). Only a page carved over
  * half its length is taken: the storm's pages of a block or two, taken and cut down, cost it
  * 10 % more CPU in madvise calls and faults (2,400 against 1,100 calls) and 0.4 MB; and only
  * more than a quarter of a page goes back: the STL program cut pages to each class's extent
@@ -306,9 +313,10 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
     size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
     bool buffer = page->regrown && covered == page->block_size; /* see _fg_heap_regrow */
     if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN && !buffer) continue; /* a block or two: stays */
+    if (kind != FG_SEG_SMALL) extent_note(heap, page); /* a lone page empties without a retire */
     if (kind != FG_SEG_SMALL && !buffer) {
       size_t keep = _fg_class_size(c);
-      size_t used = (size_t)heap->extent[c] * FG_OS_PAGE; /* 0 but for medium classes */
+      size_t used = (size_t)heap->extent[c] * extent_unit(c);
       if (used > keep) keep = used;
       if (covered > keep + (kind == FG_SEG_MEDIUM ? MEDIUM_SLACK : 0)) {
         uint8_t was = _fg_returning_for(FG_BY_TAKEOVER);
@@ -342,7 +350,8 @@ static void lone_pages_uncarve(fg_heap_t *heap, size_t except) {
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   for (size_t c = _fg_kind_first_class(FG_SEG_MEDIUM); c < FG_CLASS_COUNT; c++) {
     fg_page_t *page = heap->queues[c].first;
-    if (c == except || page == NULL || page->next != NULL || page->came_back || page->regrown || _fg_page_used(page) != 0)
+    if (c == except || page == NULL || page->next != NULL || page->came_back || page->regrown ||
+        _fg_page_used(page) != 0)
       continue;
     size_t carved = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
     if (carved == 0 || (_fg_class_kind(c) == FG_SEG_MEDIUM && carved >= MEDIUM_TAKEN_MIN) ||

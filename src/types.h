@@ -236,8 +236,9 @@ typedef struct fg_heap_s {
   uint64_t growth_checks; /* how many such checks */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
-  /* Medium classes: OS pages a page of the class had carved when it emptied, the most of
-   * late (heap.c's page_take_empty keeps that much of a page it takes over). */
+  /* Classes of medium and single pages: how far a page of the class was carved when it
+   * emptied, the most of late, in 128ths of a page (heap.c's page_take_empty keeps that much
+   * of a page it takes over). */
   uint8_t extent[FG_CLASS_COUNT];
   struct fg_heap_s *next_abandoned, *next_all;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
