@@ -262,10 +262,7 @@ static void free_delayed(fg_heap_t *heap) {
  * large blocks give back as much (large.c's _fg_large_trim), and free big blocks idle since the
  * last step give back their pages (page.c's _fg_page_purge_idle: python3 growing lists by
  * realloc through the classes above 64 KiB left 5 MiB of free blocks resident among 0.8 MiB
- * used), and page slots free since the last step give theirs (segment.c's
- * _fg_segment_trim_idle: 64 buffers grown together to 256 KiB left 4 MiB of medium slots
- * while their single pages faulted in fresh ones, 35.7 -> 31.5 MB peak). A loop that reuses
- * what it frees does not grow, and loses nothing. */
+ * used). A loop that reuses what it frees does not grow, and loses nothing. */
 #define GROWTH_STEP ((size_t)1 << 20)
 static fg_noinline void grew(fg_heap_t *heap) {
   _fg_large_trim(heap, heap->grown);
@@ -275,9 +272,6 @@ static fg_noinline void grew(fg_heap_t *heap) {
   for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
     for (fg_page_t *page = heap->queues[c].first; page != NULL; page = page->next)
       _fg_page_purge_idle(page, heap->growth_checks);
-  uint64_t now = _fg_clock_ms();
-  if (heap->grew_at != 0) _fg_segment_trim_idle(heap, heap->grew_at);
-  heap->grew_at = now;
   _fg_returning_end(was);
 }
 

@@ -245,17 +245,19 @@ void _fg_segment_page_free(fg_page_t *page) {
   _fg_unlock(&heap->lock);
 }
 
-/* A heap's free slots (and empty segments) free since `cutoff` (ms) or before give their
- * memory back, all of them when forced. Neighbouring slots go in one madvise call. Returns
- * whether resident free slots or empty segments are left. */
-static bool purge_free_since(fg_heap_t *heap, uint64_t cutoff, bool force) {
+/* Decay pass over a heap's partly used segments: free slots unused for the decay time give
+ * their memory back (all of them when forced). Neighbouring slots go in one madvise call.
+ * The owner's decay passes call it, and the purger's for a heap whose thread is quiet.
+ * Returns whether resident free slots or empty segments are left to expire later. */
+bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
   bool left = false;
   _fg_lock(&heap->lock);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
     for (fg_segment_t *s = heap->segments[kind], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used_pages == 0 && (force || !heap->owned || s->freed_at <= cutoff)) {
-        segment_release(heap, s); /* empty long enough: the whole segment goes */
+      if (s->used_pages == 0 && (force || !heap->owned || s->freed_at + decay <= now)) {
+        segment_release(heap, s); /* empty past the decay time: the whole segment goes */
         continue;
       }
       left |= s->used_pages == 0;
@@ -263,7 +265,7 @@ static bool purge_free_since(fg_heap_t *heap, uint64_t cutoff, bool force) {
       for (size_t i = 0; i <= s->page_count; i++) {
         fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
         bool idle = page != NULL && page->heap == NULL && page->committed;
-        bool due = idle && (force || page->freed_at <= cutoff);
+        bool due = idle && (force || page->freed_at + decay <= now);
         left |= idle && !due;
         uint8_t *start = NULL;
         size_t area = due ? _fg_page_area(s, page, &start) : 0;
@@ -282,18 +284,6 @@ static bool purge_free_since(fg_heap_t *heap, uint64_t cutoff, bool force) {
   _fg_unlock(&heap->lock);
   return left;
 }
-
-/* Decay pass over a heap's partly used segments: free slots unused for the decay time give
- * their memory back (all of them when forced). The owner's decay passes call it, and the
- * purger's for a heap whose thread is quiet. */
-bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
-  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
-  return purge_free_since(heap, now >= decay ? now - decay : 0, force);
-}
-
-/* The heap grew by a step of fresh memory (heap.c's grew()): slots and segments already free
- * at the step before, which the program did not use while it committed more, go back now. */
-void _fg_segment_trim_idle(fg_heap_t *heap, uint64_t since) { purge_free_since(heap, since, false); }
 
 /* A mapping for one large block: `size` bytes (header included) at a segment-aligned
  * address, registered in the segment map. */

@@ -292,33 +292,8 @@ static void buffers_grow_together(void) {
   }
 }
 
-/* Free page slots of one kind go back while the heap grows with another: 6 MiB of 24 KiB
- * blocks freed (medium pages, most released to their segments' free slots, still resident:
- * more than the heap keeps in its queues), then 4 MiB of 170 KiB blocks written (fresh
- * single pages, four growth steps of heap.c's grew()). Slots free since the step before give
- * their memory back (segment.c's _fg_segment_trim_idle), as the decay pass would a second
- * later: RSS grows by much less than the 4 MiB. Without it, 64 buffers grown together to
- * 256 KiB peaked at 35.7 MB, 4 MiB of it medium slots their 1-64 KiB phase had left. */
-static void growth_trims_free_slots(void) {
-  drop(fill(24 * KIB, 6144 * KIB, 5));
-  size_t rss0 = tu_rss();
-  fg_stats_t before = stats();
-  size_t n = fill(170 * KIB, 4096 * KIB, 6);
-  fg_stats_t after = stats();
-  size_t rss1 = tu_rss();
-  uint64_t back = after.returned_growth_bytes - before.returned_growth_bytes;
-  check_note("growth: 6 MiB of 24 KiB blocks freed, then %zu x 170 KiB written: RSS %zu -> %zu KiB, %llu KiB given back",
-             n, rss0 / KIB, rss1 / KIB, (unsigned long long)(back / KIB));
-  CHECKF(intact(n, 170 * KIB, 6), "growth: the new blocks keep their bytes");
-  CHECKF(back >= 2048 * KIB, "growth: the free slots went back as the heap grew (%llu KiB)", (unsigned long long)(back / KIB));
-  CHECKF(rss1 < rss0 + 2048 * KIB, "growth: RSS grew by less than half the 4 MiB written (%zu -> %zu KiB)", rss0 / KIB,
-         rss1 / KIB);
-  drop(n);
-}
-
 int main(void) {
   carves_resident(); /* first: its 4 KiB class starts on a fresh page */
-  growth_trims_free_slots(); /* before the other cases leave free memory to grow into */
   lone_pages();
   medium_gives_back(); /* no other medium class has an empty page to take */
   frees_before_carving();
