@@ -21,13 +21,17 @@ from .base import Check, Experiment, Table, base_metrics, final_record, fmt, idl
 # this experiment, five allocators, 2 cores): bigrand takes 200 replacements (600 take 3-4.5 s a
 # run under jemalloc and mimalloc; frugal's peak at 150 is already 78 % of its peak at 600),
 # redis 100,000 keys (1 s a run at 200,000), python3 about 0.35 s a run (2-core VM, 2026-11-23, under load).
+# python3's lists growing together (session 11): 64 lists of 40,000 items, 0.35 s a run; 80,000 in full.
 FOOTPRINT_MODES = {
     "quick": {"live": 16, "min": 5 * MiB, "max": 25 * MiB, "replacements": 200, "big": 128 * MiB, "big_iters": 4,
-              "small": 64 * MiB, "keep": 1 * MiB, "rows": 50_000, "waves": 3, "records": 8_000, "keys": 100_000},
+              "small": 64 * MiB, "keep": 1 * MiB, "rows": 50_000, "waves": 3, "records": 8_000, "keys": 100_000,
+              "lists": 64, "items": 40_000},
     "full": {"live": 16, "min": 5 * MiB, "max": 25 * MiB, "replacements": 600, "big": 128 * MiB, "big_iters": 10,
-             "small": 64 * MiB, "keep": 1 * MiB, "rows": 50_000, "waves": 8, "records": 40_000, "keys": 200_000},
+             "small": 64 * MiB, "keep": 1 * MiB, "rows": 50_000, "waves": 8, "records": 40_000, "keys": 200_000,
+             "lists": 64, "items": 80_000},
     "smoke": {"live": 4, "min": 1 * MiB, "max": 4 * MiB, "replacements": 20, "big": 8 * MiB, "big_iters": 1,
-              "small": 4 * MiB, "keep": 256 * KiB, "rows": 2_000, "waves": 1, "records": 1_000, "keys": 2_000},
+              "small": 4 * MiB, "keep": 256 * KiB, "rows": 2_000, "waves": 1, "records": 1_000, "keys": 2_000,
+              "lists": 8, "items": 2_000},
 }
 FOOTPRINT_BYTES = {"min", "max", "big", "small", "keep"}  # the parameters above that are sizes
 RSS_SAMPLE_MS = 10  # LAB.md: RSS sampled every 10-50 ms
@@ -48,7 +52,8 @@ class Footprint(Experiment):
              "build / drop / idle cycle (small objects of mixed sizes and a loop over big "
              "blocks, all dropped but the oldest small ones, then one malloc(64)/free every "
              "10 ms for twice frugal's decay time); sqlite3 :memory: on bench/footprint.sql; "
-             "python3 on bench/footprint_py.py with pymalloc and with PYTHONMALLOC=malloc; "
+             "python3 on bench/footprint_py.py with pymalloc and with PYTHONMALLOC=malloc; python3 "
+             "lists growing together (bench/footprint_lists.py); "
              "redis-server filled with keys of mixed sizes, then every other one deleted.")
 
     def missing(self) -> list[str]:
@@ -65,6 +70,7 @@ class Footprint(Experiment):
             "decay (ms)": f"{ctx.decay_ms} ({ctx.decay_source})",
             "sqlite3": f"{p['rows']} rows",
             "python3": f"{p['waves']} waves of {p['records']} records ({PYTHON})",
+            "python3 lists": f"{p['lists']} lists appended to in turn, {p['items']} items each, 3 rounds",
             "redis": f"{p['keys']} keys, half deleted (Debian's redis-server links jemalloc: under glibc, "
                      "libc is preloaded into it)",
             "repetitions": ctx.reps,
@@ -98,6 +104,8 @@ class Footprint(Experiment):
         for pymalloc in ("pymalloc", "malloc"):
             cells.append(cell(f"python3/{pymalloc}", PYTHON, f"{BENCH_DIR}/footprint_py.py", "--waves", p["waves"],
                               "--records", p["records"], env={"PYTHONMALLOC": pymalloc}))
+        cells.append(cell("python3/lists", PYTHON, f"{BENCH_DIR}/footprint_lists.py", "--lists", p["lists"],
+                          "--items", p["items"]))
         if "redis-server" not in self.missing():
             cells.append(cell("redis", PYTHON, f"{BENCH_DIR}/footprint_redis.py", "--keys", p["keys"],
                               watch="redis-server"))
