@@ -313,7 +313,7 @@ static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
     size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
     bool buffer = page->regrown && covered == page->block_size; /* see _fg_heap_regrow */
     if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN && !buffer) continue; /* a block or two: stays */
-    if (kind != FG_SEG_SMALL) extent_note(heap, page); /* a lone page empties without a retire */
+    if (kind != FG_SEG_SMALL && page->prev == NULL) extent_note(heap, page); /* lone: emptied without a retire */
     if (kind != FG_SEG_SMALL && !buffer) {
       size_t keep = _fg_class_size(c);
       size_t used = (size_t)heap->extent[c] * extent_unit(c);
