@@ -393,21 +393,58 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
  * more, and what it left idle goes back. python3 on the lab's footprint script, medians of 7:
  * peak RSS 39.35 -> 38.96 MiB (glibc 38.45; counting only growth into fresh memory, 39.51:
  * its idle cached large blocks stayed), the same CPU, 13 % fewer page faults. */
+/* A buffer's page is address space for one block: a segment (4 MiB) for 64-512 KiB, 512 KiB
+ * for 8-64 KiB. Past 256 such pages (1 GiB at most) buffers share pages again: 2,000 buffers
+ * each grown to 100 KiB and kept took 8 GiB of address space, what a ulimit -v or a strict
+ * overcommit refuses. */
+#define BUFFERS_MAX 256
 bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
   fg_heap_t *heap = _fg_heap();
-  if (page->heap != heap || (const uint8_t *)p != page->start || page->used != 1 ||
+  /* One block live and no flag but FULL (no ledger, no secure mode): a buffer's own page sits
+   * in the full list (_fg_heap_alloc_buffer) and stays there. */
+  bool full = page->used == (1u | FG_USED_FULL | FG_USED_SLOW);
+  if (page->heap != heap || (const uint8_t *)p != page->start || (page->used != 1 && !full) ||
       atomic_load_explicit(&page->capacity, memory_order_relaxed) != 1 ||
-      atomic_load_explicit(&page->xthread_free, memory_order_relaxed) != 0)
-    return false; /* used == 1: one block live and no flag (not full, no ledger, no secure mode) */
+      (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~FG_TF_FULL) != 0)
+    return false;
   size_t c = _fg_class_of(size), old = page->class_idx;
   fg_segment_kind_t kind = _fg_class_kind(old);
-  if (kind == FG_SEG_SMALL || _fg_class_kind(c) != kind || !_fg_page_reclass(page, heap, c)) return false;
-  _fg_queue_remove(heap, &heap->queues[old], page);
-  _fg_queue_push_back(heap, &heap->queues[c], page);
-  page->regrown = 1;
+  if (kind == FG_SEG_SMALL || _fg_class_kind(c) != kind || (!page->regrown && heap->buffers >= BUFFERS_MAX) ||
+      !_fg_page_reclass(page, heap, c))
+    return false;
+  if (!full) {
+    _fg_queue_remove(heap, &heap->queues[old], page);
+    _fg_queue_push_back(heap, &heap->queues[c], page);
+  }
+  _fg_page_buffer_set(page, true);
   heap->grown += _fg_class_size(c) - _fg_class_size(old);
   if (heap->grown >= GROWTH_STEP) grew(heap);
   return true;
+}
+
+/* realloc growing a block into the single classes (over 64 KiB) where it cannot grow in
+ * place: the new block gets a page of its own, in the full list (no malloc carves from it),
+ * and grows in place from then on (_fg_heap_regrow). Buffers growing together otherwise
+ * moved through the classes side by side, a class's page holding 8 to 60 of them, and each
+ * step held both classes' blocks of every buffer at once: python3 lists appended to in turn
+ * peaked at 64 MB where glibc, whose freed neighbours merge and make room for the next
+ * bigger block, peaks at 40. Its own page costs a buffer no memory (what it does not touch is
+ * not resident; freed, the next buffer takes it whole: page_take_empty), only address space:
+ * a segment's 4 MiB. NULL: no such page, the caller allocates as usual. */
+void *_fg_heap_alloc_buffer(size_t size) {
+  fg_heap_t *heap = _fg_heap();
+  if (heap == &_fg_heap_empty || _fg_ledger_fast() || _fg_secure_on() || heap->buffers >= BUFFERS_MAX)
+    return NULL; /* the ledger's and secure mode's pages carry flags; the cap: see BUFFERS_MAX */
+  fg_page_t *page = page_fresh(heap, _fg_class_of(size));
+  if (page == NULL || !page_to_full(heap, page)) return NULL;
+  fg_block_t *b = _fg_block_plain(page->free);
+  page->free = _fg_link_head(page, b->next);
+  b->next = 0;
+  page->used++;
+  _fg_page_buffer_set(page, true); /* one block, taken whole by the next buffer (page_take_empty) */
+  _fg_bump(&heap->counts[FG_C_slow_allocs], 1);
+  if (fg_unlikely(heap->grown >= GROWTH_STEP)) grew(heap);
+  return b;
 }
 
 /* A page of class c with a free block: the queue's pages in order, gathering their frees
@@ -674,7 +711,7 @@ static bool check_page(fg_heap_t *heap, fg_page_t *page, size_t c, bool full) {
   return true;
 }
 
-static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full, size_t *kept) {
+static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full, size_t *kept, uint32_t *buffers) {
   fg_page_t *prev = NULL;
   for (fg_page_t *page = q->first; page != NULL; prev = page, page = page->next) {
     if (page->prev != prev) return check_fail("queue links broken", page);
@@ -682,6 +719,7 @@ static bool check_queue(fg_heap_t *heap, fg_page_queue_t *q, size_t c, bool full
     if (page->kept && (page == q->first || full || _fg_page_used(page) != 0))
       return check_fail("a kept page is in use, first in its queue or full", page);
     *kept += page->kept ? _fg_page_bytes(page) : 0;
+    *buffers += page->regrown;
   }
   if (q->last != prev) return check_fail("queue's last page is not its tail", q);
   return true;
@@ -691,15 +729,17 @@ fg_export fg_rare bool fg_heap_check(void) {
   fg_heap_t *heap = _fg_heap();
   if (heap == &_fg_heap_empty) return true;
   size_t kept = 0;
+  uint32_t buffers = 0;
   for (size_t c = 0; c < FG_CLASS_COUNT; c++) {
-    if (!check_queue(heap, &heap->queues[c], c, false, &kept)) return false;
+    if (!check_queue(heap, &heap->queues[c], c, false, &kept, &buffers)) return false;
     fg_page_t *first = heap->queues[c].first;
     if (first == NULL || _fg_hooked_all()) first = &_fg_page_empty; /* see page.c's set_direct */
     size_t lo, hi;
     if (_fg_direct_words(c, &lo, &hi) && heap->direct[hi] != first)
       return check_fail("direct table does not lead to the class's first page", first);
   }
-  if (!check_queue(heap, &heap->full, 0, true, &kept)) return false;
+  if (!check_queue(heap, &heap->full, 0, true, &kept, &buffers)) return false;
+  if (buffers != heap->buffers) return check_fail("buffers' pages do not add up to the heap's count", heap);
   if (kept != atomic_load_explicit(&heap->kept_bytes, memory_order_relaxed)) return check_fail("kept pages do not add up to the heap's kept bytes", heap);
   const char *bad = NULL;
   _fg_lock(&heap->lock); /* the purger may be releasing segments */

@@ -264,6 +264,13 @@ static inline void _fg_page_unkeep(fg_heap_t *heap, fg_page_t *page) {
   page->kept = 0;
   _fg_bump(&heap->kept_bytes, -(uint64_t)_fg_page_bytes(page));
 }
+/* A page holds a growing buffer, alone (heap.c's _fg_heap_regrow), or no longer: its heap
+ * counts such pages, each a segment's address space for one block. */
+static inline void _fg_page_buffer_set(fg_page_t *page, bool on) {
+  if (page->regrown == on) return;
+  page->regrown = on;
+  page->heap->buffers += on ? 1u : (uint32_t)-1;
+}
 static inline bool _fg_page_in_full(const fg_page_t *page) { return (page->used & FG_USED_FULL) != 0; }
 /* Set or clear FG_USED_FULL or FG_USED_LEDGER, keeping FG_USED_SLOW their union. */
 static inline void _fg_page_used_set(fg_page_t *page, uint32_t u) {
@@ -330,6 +337,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
 bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size); /* realloc in place, or false */
+void *_fg_heap_alloc_buffer(size_t size); /* realloc: a block of over 64 KiB on a page of its own, or NULL */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
 void _fg_heaps_lock(void);
 void _fg_heaps_unlock(bool child);

@@ -114,7 +114,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
   page->has_aligned = 0;
   page->prev_class = 0;
   page->came_back = 0;
-  page->regrown = 0;
+  _fg_page_buffer_set(page, false);
   _fg_bump(&heap->counts[FG_C_pages_new], 1);
   page->next = page->prev = NULL;
   /* page->heap was set when the slot was taken, under the heap's lock: the purger reads it. */
@@ -176,7 +176,7 @@ bool _fg_page_extend(fg_page_t *page) {
       page->resident = (uint8_t)(end / FG_OS_PAGE);
   }
   page->capacity += n;
-  page->regrown = 0; /* blocks of its own class now: a page like any other */
+  _fg_page_buffer_set(page, false); /* blocks of its own class now: a page like any other */
   set_carved_limit(page);
   /* Carving writes each block's first word: small blocks touch all their pages, a block
    * of 4 KiB or more touches one. */

@@ -220,6 +220,7 @@ void _fg_segment_page_free(fg_page_t *page) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
+  _fg_page_buffer_set(page, false);
   _fg_lock(&heap->lock);
   page->heap = NULL;
   page->block_size = 0;

@@ -162,7 +162,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
    * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). */
   uint8_t resident;
   uint8_t came_back : 1; /* uncarved while empty, then carved again: not uncarved twice (heap.c) */
-  uint8_t regrown : 1;   /* its one block grew in place by realloc (heap.c's _fg_heap_regrow) */
+  uint8_t regrown : 1;   /* a buffer's: its one block grows in place by realloc (_fg_page_buffer_set) */
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 _Static_assert(sizeof(fg_page_t) == 128, "a page struct is two lines: a pointer's page is a shift away");
@@ -235,6 +235,7 @@ typedef struct fg_heap_s {
   size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
   uint64_t growth_checks; /* how many such checks */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
+  uint32_t buffers;           /* pages holding a buffer (fg_page_t.regrown): heap.c caps them */
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */
   /* Classes of medium and single pages: how far a page of the class was carved when it
    * emptied, the most of late, in 128ths of a page (heap.c's page_take_empty keeps that much
