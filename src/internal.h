@@ -179,6 +179,7 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
 void _fg_segment_page_free(fg_page_t *page);
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
 bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force); /* true: some left */
+void _fg_segment_purge_idle(fg_heap_t *heap, uint64_t before, uint8_t kinds); /* free slots freed at or before */
 bool _fg_segment_cache_collect(uint64_t now, bool force); /* true: some left */
 fg_segment_t *_fg_segment_map_large(size_t size); /* a 4 MiB-aligned mapping, registered */
 void _fg_segment_large_init(fg_segment_t *s, size_t size);

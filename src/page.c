@@ -183,6 +183,7 @@ bool _fg_page_extend(fg_page_t *page) {
   if (page->fresh) {
     _fg_bump(&page->heap->counts[FG_C_fresh_bytes], (uint64_t)n * (bsize < FG_OS_PAGE ? bsize : FG_OS_PAGE));
     page->heap->grown += (size_t)n * bsize; /* what the program is about to commit: heap.c's grew() */
+    page->heap->grew_kinds |= (uint8_t)(1u << _fg_class_kind(page->class_idx));
   }
   return true;
 }

@@ -250,40 +250,57 @@ void _fg_segment_page_free(fg_page_t *page) {
  * their memory back (all of them when forced). Neighbouring slots go in one madvise call.
  * The owner's decay passes call it, and the purger's for a heap whose thread is quiet.
  * Returns whether resident free slots or empty segments are left to expire later. */
+/* s's committed free slots freed at or before `before` give their memory back, neighbours in
+ * one call. True: some stay committed. Under the heap's lock. */
+static bool purge_slots(fg_segment_t *s, uint64_t before) {
+  bool left = false;
+  uint8_t *run = NULL, *run_end = NULL;
+  for (size_t i = 0; i <= s->page_count; i++) {
+    fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
+    bool idle = page != NULL && page->heap == NULL && page->committed;
+    bool due = idle && page->freed_at <= before;
+    left |= idle && !due;
+    uint8_t *start = NULL;
+    size_t area = due ? _fg_page_area(s, page, &start) : 0;
+    if (run != NULL && (!due || start != run_end)) { /* the run ends here */
+      _fg_os_purge(run, (size_t)(run_end - run));
+      run = NULL;
+    }
+    if (!due) continue;
+    if (run == NULL) run = start;
+    run_end = start + area;
+    page->committed = 0;
+    page->resident = 0;
+  }
+  return left;
+}
+
 bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force) {
   uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
+  uint64_t before = force ? UINT64_MAX : now >= decay ? now - decay : 0;
   bool left = false;
   _fg_lock(&heap->lock);
   for (int kind = 0; kind < FG_SEG_KINDS; kind++) {
     for (fg_segment_t *s = heap->segments[kind], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used_pages == 0 && (force || !heap->owned || s->freed_at + decay <= now)) {
+      if (s->used_pages == 0 && (force || !heap->owned || s->freed_at <= before)) {
         segment_release(heap, s); /* empty past the decay time: the whole segment goes */
         continue;
       }
       left |= s->used_pages == 0;
-      uint8_t *run = NULL, *run_end = NULL;
-      for (size_t i = 0; i <= s->page_count; i++) {
-        fg_page_t *page = i < s->page_count ? &s->pages[i] : NULL;
-        bool idle = page != NULL && page->heap == NULL && page->committed;
-        bool due = idle && (force || page->freed_at + decay <= now);
-        left |= idle && !due;
-        uint8_t *start = NULL;
-        size_t area = due ? _fg_page_area(s, page, &start) : 0;
-        if (run != NULL && (!due || start != run_end)) { /* the run ends here */
-          _fg_os_purge(run, (size_t)(run_end - run));
-          run = NULL;
-        }
-        if (!due) continue;
-        if (run == NULL) run = start;
-        run_end = start + area;
-        page->committed = 0;
-        page->resident = 0;
-      }
+      left |= purge_slots(s, before);
     }
   }
   _fg_unlock(&heap->lock);
   return left;
+}
+
+void _fg_segment_purge_idle(fg_heap_t *heap, uint64_t before, uint8_t kinds) {
+  _fg_lock(&heap->lock);
+  for (int kind = 0; kind < FG_SEG_KINDS; kind++)
+    if (kinds & (1u << kind))
+      for (fg_segment_t *s = heap->segments[kind]; s != NULL; s = s->next) purge_slots(s, before);
+  _fg_unlock(&heap->lock);
 }
 
 /* A mapping for one large block: `size` bytes (header included) at a segment-aligned

@@ -234,6 +234,8 @@ typedef struct fg_heap_s {
   uint32_t large_requests_seen, large_requests_purged;
   size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
   uint64_t growth_checks; /* how many such checks */
+  uint64_t grew_at;       /* ms: the last check */
+  uint8_t grew_kinds;     /* bit per segment kind: carved from fresh memory since the last check */
   _Atomic(size_t) kept_bytes; /* of the empty pages kept in the class queues (fg_page_t.kept); owner-written */
   uint32_t buffers;           /* pages holding a buffer (fg_page_t.regrown): heap.c caps them */
   uint8_t maybe_empty;        /* bit per segment kind: an empty page may sit in its queue (heap.c) */

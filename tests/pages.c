@@ -349,6 +349,29 @@ static void buffers_capped(void) {
   CHECKF(sound && fg_heap_check(), "600 buffers grown and kept, then freed: the heap checks out");
 }
 
+/* Free page slots left idle while the heap grows elsewhere give their memory back at the next
+ * growth step (heap.c's grew()): 400 blocks of 20 KiB freed leave their medium pages' slots
+ * committed (the decay time is a minute here), then 6 MiB of 100 KiB blocks are carved. */
+static void idle_slots_go_back(void) {
+  enum { N = 400, M = 60 };
+  static void *p[N], *q[M];
+  for (int i = 0; i < N; i++) p[i] = malloc(20 * KIB), memset(p[i], 1, 20 * KIB);
+  fg_stats_t s0 = stats();
+  for (int i = 0; i < N; i++) free(p[i]);
+  fg_stats_t s1 = stats();
+  for (int i = 0; i < M; i++) q[i] = malloc(100 * KIB), memset(q[i], 2, 100 * KIB);
+  fg_stats_t s2 = stats();
+  for (int i = 0; i < M; i++) free(q[i]);
+  long long freed = (long long)s1.free_page_bytes - (long long)s0.free_page_bytes;
+  long long back = (long long)s1.free_page_bytes - (long long)s2.free_page_bytes;
+  check_note("idle free slots: %lld KiB of slots freed, %lld KiB of them given back as the heap grew 6 MiB",
+             freed / (long long)KIB, back / (long long)KIB);
+  CHECKF(freed >= 2048 * (long long)KIB, "idle free slots: freeing 8 MiB of medium blocks frees page slots (%lld KiB)",
+         freed / (long long)KIB);
+  CHECKF(back >= freed / 2, "idle free slots: most give their memory back as the heap grows (%lld of %lld KiB)",
+         back / (long long)KIB, freed / (long long)KIB);
+}
+
 int main(void) {
   carves_resident(); /* first: its 4 KiB class starts on a fresh page */
   lone_pages();
@@ -361,5 +384,6 @@ int main(void) {
   buffers_grow_together();
   buffers_own_pages();
   buffers_capped();
+  idle_slots_go_back();
   return check_finish("pages");
 }
