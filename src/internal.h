@@ -311,7 +311,9 @@ static inline size_t _fg_class_of(size_t size) {
   if (k > FG_CLASS_PLUS_LAST) return c + FG_CLASS_PLUS_COUNT;
   return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + FG_PLUS(k));
 }
-size_t _fg_class_size(size_t class_idx);
+size_t _fg_class_formula(size_t c); /* _fg_class_size's, continued past the classes */
+extern const uint32_t _fg_class_sizes[FG_CLASS_COUNT];
+static inline size_t _fg_class_size(size_t class_idx) { return _fg_class_sizes[class_idx]; }
 /* The classes of a kind are contiguous (classes grow with their index): kind k's are
  * [_fg_kind_first_class(k), _fg_kind_first_class(k + 1)). The bounds fold to constants. */
 static inline size_t _fg_kind_first_class(fg_segment_kind_t kind) {

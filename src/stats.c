@@ -36,7 +36,7 @@ static fg_rare size_t bucket_of(size_t size) {
 }
 
 fg_export fg_rare size_t fg_stats_bucket_lo(size_t i) {
-  return i == 0 ? 0 : i == 1 ? 1 : _fg_class_size(i - 2) + 1;
+  return i == 0 ? 0 : i == 1 ? 1 : _fg_class_formula(i - 2) + 1;
 }
 
 /* ---- where a block's numbers live ---------------------------------------------------------- */

@@ -70,7 +70,13 @@ typedef struct fg_ledger_s {
 #define FG_CLASS_PLUS_LAST 13
 #define FG_CLASS_PLUS_COUNT (FG_CLASS_PLUS_LAST - FG_CLASS_PLUS_FIRST + 1)
 /* The extra class of doubling k is 2^k + FG_PLUS(k) bytes (a table: one load in malloc). */
-static const uint16_t fg_plus[FG_CLASS_PLUS_COUNT] = {16, 16, 16, 64, 272, 128};
+#define FG_PLUS_8 16
+#define FG_PLUS_9 16
+#define FG_PLUS_10 16
+#define FG_PLUS_11 64
+#define FG_PLUS_12 272
+#define FG_PLUS_13 128
+static const uint16_t fg_plus[FG_CLASS_PLUS_COUNT] = {FG_PLUS_8, FG_PLUS_9, FG_PLUS_10, FG_PLUS_11, FG_PLUS_12, FG_PLUS_13};
 #define FG_PLUS(k) ((size_t)fg_plus[(k) - FG_CLASS_PLUS_FIRST])
 #define FG_CLASS_COUNT (FG_CLASS_LINEAR + 8 * (19 - 7) + FG_CLASS_PLUS_COUNT)
 _Static_assert(FG_STATS_CLASSES == FG_CLASS_COUNT + 1, "the ledger has a row per class and one for large blocks");
