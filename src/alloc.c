@@ -190,7 +190,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  void *q = size > usable && size > FG_MEDIUM_MAX && size <= FG_CLASS_MAX ? _fg_heap_alloc_buffer(size) : NULL;
+  void *q = size > usable && size > FG_SMALL_MAX && size <= FG_CLASS_MAX ? _fg_heap_alloc_buffer(size) : NULL;
   if (q == NULL) q = malloc_core(size);
   if (q == NULL) return NULL; /* p stays valid and intact */
   memcpy(q, p, usable < size ? usable : size);

@@ -127,7 +127,11 @@ static inline void page_emptied(fg_page_t *page) {
  * (ledger on: 169 instructions a pair against 87 off). */
 fg_noinline void _fg_page_unflag(fg_page_t *page) {
   if (_fg_page_in_full(page)) _fg_heap_page_unfull(page);
-  if (_fg_page_used(page) == 0) page_emptied(page);
+  if (_fg_page_used(page) != 0) return;
+  if (page->regrown) /* a buffer's page (full while in use): retired now, a medium class's released */
+    _fg_heap_page_retire(page);
+  else
+    page_emptied(page);
 }
 static fg_noinline void page_freed_into(fg_page_t *page) {
   if (page->used == 0)

@@ -213,6 +213,7 @@ static void extent_note(fg_heap_t *heap, const fg_page_t *page) {
   uint8_t *e = &heap->extent[page->class_idx];
   size_t unit = extent_unit(page->class_idx);
   size_t now = ((size_t)page->capacity * page->block_size + unit - 1) / unit, was = *e - *e / 16u;
+  if (now > 128) now = 128; /* a medium class on a buffer's single page may have carved more */
   *e = (uint8_t)(now > was ? now : was);
 }
 
@@ -223,6 +224,10 @@ void _fg_heap_page_retire(fg_page_t *page) {
   page->freed_at = 0; /* the decay pass stamps it */
   heap->maybe_empty = FG_MAYBE_EMPTY_ALL;
   if (_fg_class_kind(page->class_idx) != FG_SEG_SMALL) extent_note(heap, page);
+  if (_fg_segment_of(page)->kind != _fg_class_kind(page->class_idx)) {
+    page_release(heap, page); /* a buffer's single page, in a medium class: for the next buffer */
+    return;
+  }
   if (q->first == page && page->next == NULL) {
     decay_if_due(heap); /* free() counted this lone retire: it is the 16th */
     return;
@@ -284,7 +289,8 @@ static fg_noinline void grew(fg_heap_t *heap) {
   _fg_returning_end(was);
 }
 
-/* An empty page of another class of c's kind, taken out of its queue (NULL if none). Its
+/* An empty page of `kind` (c's own, or single for a buffer's page: _fg_heap_alloc_buffer)
+ * from the queue of another class, taken out of it (NULL if none). Its
  * blocks are committed, so a class that needs a page takes it before a free slot: python3
  * growing dicts and lists through the classes above 64 KiB left each class an empty page, up
  * to a segment of memory apiece, while the next class faulted in a fresh one (peak RSS 158.6
@@ -313,12 +319,11 @@ static fg_noinline void grew(fg_heap_t *heap) {
  * of its old blocks is still called one (free.c's misplaced). */
 #define MEDIUM_TAKEN_MIN (((size_t)1 << FG_MEDIUM_PAGE_SHIFT) / 2)
 #define MEDIUM_SLACK (((size_t)1 << FG_MEDIUM_PAGE_SHIFT) / 4)
-static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c) {
-  fg_segment_kind_t kind = _fg_class_kind(c);
+static fg_page_t *page_take_empty(fg_heap_t *heap, size_t c, fg_segment_kind_t kind) {
   if (!(heap->maybe_empty & (1u << kind))) return NULL;
   for (size_t o = _fg_kind_first_class(kind); o < _fg_kind_first_class(kind + 1); o++) {
     fg_page_t *page = heap->queues[o].last;
-    if (o == c || page == NULL || _fg_page_used(page) != 0) continue;
+    if (o == c || page == NULL || _fg_page_used(page) != 0 || _fg_segment_of(page)->kind != kind) continue;
     size_t covered = (size_t)atomic_load_explicit(&page->capacity, memory_order_relaxed) * page->block_size;
     bool buffer = page->regrown && covered == page->block_size; /* see _fg_heap_regrow */
     if (kind == FG_SEG_MEDIUM && covered < MEDIUM_TAKEN_MIN && !buffer) continue; /* a block or two: stays */
@@ -371,17 +376,19 @@ static void lone_pages_uncarve(fg_heap_t *heap, size_t except) {
   _fg_returning_end(was);
 }
 
-static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
-  fg_page_t *page = page_take_empty(heap, c);
-  if (_fg_class_kind(c) != FG_SEG_SMALL) lone_pages_uncarve(heap, c);
+static fg_page_t *page_fresh(fg_heap_t *heap, size_t c, fg_segment_kind_t seg) {
+  fg_page_t *page = page_take_empty(heap, c, seg);
+  /* Not when a buffer in a medium class takes a single page: a string grown past 8 KiB and
+   * freed took 30 % longer (155 against 118 ns), 15 of its 40 instructions a class scanned. */
+  if (_fg_class_kind(c) == seg && seg != FG_SEG_SMALL) lone_pages_uncarve(heap, c);
   size_t prev = page != NULL ? page->class_idx + 1u : 0;
-  if (page == NULL) page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
+  if (page == NULL) page = _fg_segment_page_alloc(heap, seg);
   if (page == NULL) { /* out of memory: give back everything cached, try again */
     uint8_t was = _fg_returning_for(FG_BY_OOM);
     _fg_event(1, "out of memory: caches given back, retrying");
     _fg_collect_all(heap, true);
     _fg_returning_end(was);
-    page = _fg_segment_page_alloc(heap, _fg_class_kind(c));
+    page = _fg_segment_page_alloc(heap, seg);
     if (page == NULL) return NULL;
   }
   _fg_page_init(page, heap, c);
@@ -392,7 +399,9 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
 }
 
 /* realloc growing a block of 8 KiB or more that is its page's only carved block, held by its
- * owner: the page takes the bigger class of the same kind, and the block grows where it is. A
+ * owner: the page takes the bigger class, and the block grows where it is. A medium page
+ * takes medium classes only; a single page (a segment: a buffer's page, _fg_heap_alloc_buffer)
+ * any class over 8 KiB that fits it. A
  * buffer grown by realloc otherwise walks every class above it, a copy and a block left in
  * each (python3's json.dumps output: 30 classes from 10 KiB to 512 KiB; a loop growing a
  * buffer by 4 KiB to 512 KiB and freeing it took 390 us a round and 228 page faults against
@@ -402,8 +411,8 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c) {
  * more, and what it left idle goes back. python3 on the lab's footprint script, medians of 7:
  * peak RSS 39.35 -> 38.96 MiB (glibc 38.45; counting only growth into fresh memory, 39.51:
  * its idle cached large blocks stayed), the same CPU, 13 % fewer page faults. */
-/* A buffer's page is address space for one block: a segment (4 MiB) for 64-512 KiB, 512 KiB
- * for 8-64 KiB. Past 256 such pages (1 GiB at most) buffers share pages again: 2,000 buffers
+/* A buffer's page is address space for one block: a segment (4 MiB; a lone medium page grown
+ * in place, 512 KiB). Past 256 such pages (1 GiB) buffers share pages again: 2,000 buffers
  * each grown to 100 KiB and kept took 8 GiB of address space, what a ulimit -v or a strict
  * overcommit refuses. */
 #define BUFFERS_MAX 256
@@ -417,8 +426,9 @@ bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
       (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~FG_TF_FULL) != 0)
     return false;
   size_t c = _fg_class_of(size), old = page->class_idx;
-  fg_segment_kind_t kind = _fg_class_kind(old);
-  if (kind == FG_SEG_SMALL || _fg_class_kind(c) != kind || (!page->regrown && heap->buffers >= BUFFERS_MAX) ||
+  fg_segment_kind_t kind = (fg_segment_kind_t)_fg_segment_of(page)->kind;
+  bool fits = kind == FG_SEG_SINGLE ? _fg_class_kind(c) != FG_SEG_SMALL : _fg_class_kind(c) == kind;
+  if (kind == FG_SEG_SMALL || !fits || (!page->regrown && heap->buffers >= BUFFERS_MAX) ||
       !_fg_page_reclass(page, heap, c))
     return false;
   if (!full) {
@@ -432,20 +442,24 @@ bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
   return true;
 }
 
-/* realloc growing a block into the single classes (over 64 KiB) where it cannot grow in
- * place: the new block gets a page of its own, in the full list (no malloc carves from it),
- * and grows in place from then on (_fg_heap_regrow). Buffers growing together otherwise
- * moved through the classes side by side, a class's page holding 8 to 60 of them, and each
- * step held both classes' blocks of every buffer at once: python3 lists appended to in turn
- * peaked at 64 MB where glibc, whose freed neighbours merge and make room for the next
- * bigger block, peaks at 40. Its own page costs a buffer no memory (what it does not touch is
- * not resident; freed, the next buffer takes it whole: page_take_empty), only address space:
- * a segment's 4 MiB. NULL: no such page, the caller allocates as usual. */
+/* realloc growing a block past 8 KiB where it cannot grow in place: the new block gets a
+ * single page of its own (a segment), in the full list (no malloc carves from it), and grows
+ * in place from then on (_fg_heap_regrow), through the medium classes and the single ones
+ * alike. Buffers growing together otherwise moved through the classes side by side, a
+ * class's page holding 8 to 60 of them, and each step held both classes' blocks of every
+ * buffer at once: python3 lists appended to in turn peaked at 64 MB where glibc, whose freed
+ * neighbours merge and make room for the next bigger block, peaks at 41 (pages of their own
+ * past 64 KiB only: 41-42 MB, the lists' medium pages sitting beside the single pages the
+ * round before left; from 8 KiB: 38). Its own page costs a buffer no memory (what it does not
+ * touch is not resident; freed, the next buffer takes it whole: page_take_empty), only
+ * address space. Freed in a medium class, the page goes back to its segment at once
+ * (_fg_heap_page_retire), where the next buffer or a single class takes it: medium classes
+ * never carve on a single page. NULL: no such page, the caller allocates as usual. */
 void *_fg_heap_alloc_buffer(size_t size) {
   fg_heap_t *heap = _fg_heap();
   if (heap == &_fg_heap_empty || _fg_ledger_fast() || _fg_secure_on() || heap->buffers >= BUFFERS_MAX)
     return NULL; /* the ledger's and secure mode's pages carry flags; the cap: see BUFFERS_MAX */
-  fg_page_t *page = page_fresh(heap, _fg_class_of(size));
+  fg_page_t *page = page_fresh(heap, _fg_class_of(size), FG_SEG_SINGLE);
   if (page == NULL || !page_to_full(heap, page)) return NULL;
   fg_block_t *b = _fg_block_plain(page->free);
   page->free = _fg_link_head(page, b->next);
@@ -486,7 +500,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   if (page == NULL || _fg_link_nil_plain(page->free)) {
     if (room == NULL || !_fg_page_extend(room)) {
       _fg_heap_tick(heap);
-      return page_fresh(heap, c);
+      return page_fresh(heap, c, _fg_class_kind(c));
     }
     page = room;
   }
