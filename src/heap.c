@@ -418,10 +418,11 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c, fg_segment_kind_t seg) {
 #define BUFFERS_MAX 256
 bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
   fg_heap_t *heap = _fg_heap();
+  if (page->heap != heap) return false; /* first: another thread's page's words are its owner's */
   /* One block live and no flag but FULL (no ledger, no secure mode): a buffer's own page sits
    * in the full list (_fg_heap_alloc_buffer) and stays there. */
   bool full = page->used == (1u | FG_USED_FULL | FG_USED_SLOW);
-  if (page->heap != heap || (const uint8_t *)p != page->start || (page->used != 1 && !full) ||
+  if ((const uint8_t *)p != page->start || (page->used != 1 && !full) ||
       atomic_load_explicit(&page->capacity, memory_order_relaxed) != 1 ||
       (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~FG_TF_FULL) != 0)
     return false;
