@@ -289,6 +289,13 @@ static fg_noinline void grew(fg_heap_t *heap) {
   _fg_returning_end(was);
 }
 
+/* A large block mapped or grown into fresh memory: the heap grew by it, as by carving (so
+ * what sat idle goes back while a program grows big blocks too). */
+void _fg_heap_grew_large(fg_heap_t *heap, size_t bytes) {
+  heap->grown += bytes;
+  if (heap->grown >= GROWTH_STEP) grew(heap);
+}
+
 /* An empty page of `kind` (c's own, or single for a buffer's page: _fg_heap_alloc_buffer)
  * from the queue of another class, taken out of it (NULL if none). Its
  * blocks are committed, so a class that needs a page takes it before a free slot: python3

@@ -583,6 +583,7 @@ fg_warm void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     live_bytes += s->mapped;
     if (live_bytes > live_peak) live_peak = live_bytes;
     _fg_unlock(&large_lock);
+    if (heap != NULL) _fg_heap_grew_large(heap, s->mapped);
   }
   /* Secure mode ends the block against its guard page (16-byte aligned), so an overflow past
    * the canary faults at once rather than landing in the page-rounding slack. */
@@ -700,6 +701,8 @@ fg_warm void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
     fg_segment_t *t = grow_in_place(s, want) ? s : move_live(s, want);
     if (t != NULL) {
       _fg_count(FG_C_fresh_large_bytes, want - old);
+      fg_heap_t *heap = _fg_heap();
+      if (heap != &_fg_heap_empty) _fg_heap_grew_large(heap, want - old);
       live_resized(t, old);
       return (uint8_t *)t + t->large_offset;
     }

@@ -373,6 +373,34 @@ static void idle_slots_go_back(void) {
          back / (long long)KIB, freed / (long long)KIB);
 }
 
+/* Buffers grown in turn past 512 KiB move from their pages to large blocks, which grow by
+ * mremap: their growth counts as the heap's (heap.c's _fg_heap_grew_large), so the pages they
+ * left, idle, give their memory back as it goes on (python3 lists of 80,000 items growing
+ * together: 90.5 MB peak against glibc's 67.9 while those pages stayed, 59.3 now). */
+static void buffers_into_large(void) {
+  enum { N = 32 };
+  unsigned char *buf[N];
+  bool kept = true;
+  for (int i = 0; i < N; i++) buf[i] = malloc(300 * KIB), memset(buf[i], i, 300 * KIB);
+  size_t rss0 = tu_rss();
+  for (size_t n = 300 * KIB; n < 900 * KIB; n += 16 * KIB)
+    for (int i = 0; i < N; i++) {
+      unsigned char *q = realloc(buf[i], n + 16 * KIB);
+      kept = kept && q != NULL && q[0] == i && q[n - 1] == i;
+      if (q == NULL) continue;
+      buf[i] = q;
+      memset(q + n, i, 16 * KIB);
+    }
+  size_t rss1 = tu_rss(), grew = rss1 > rss0 ? rss1 - rss0 : 0, added = N * 600 * KIB;
+  for (int i = 0; i < N; i++) free(buf[i]);
+  check_note("buffers grown in turn into large blocks: RSS grew %zu KiB as they grew by %zu KiB", grew / KIB,
+             added / KIB);
+  CHECKF(kept, "buffers grown into large blocks: every buffer keeps its bytes");
+  /* The pages they left, resident, came on top: +38.8 MiB for 19.2 MiB added. */
+  CHECKF(grew <= added + added / 4, "buffers grown into large blocks: the pages they left give back (RSS +%zu KiB)",
+         grew / KIB);
+}
+
 int main(void) {
   carves_resident(); /* first: its 4 KiB class starts on a fresh page */
   lone_pages();
@@ -386,5 +414,6 @@ int main(void) {
   buffers_own_pages();
   buffers_capped();
   idle_slots_go_back();
+  buffers_into_large();
   return check_finish("pages");
 }
