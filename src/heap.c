@@ -274,9 +274,9 @@ static void free_delayed(fg_heap_t *heap) {
  * single pages it was about to take again, then faulted them in, 12 x slower. A loop that
  * reuses what it frees does not grow, and loses nothing. */
 #define GROWTH_STEP ((size_t)1 << 20)
-static fg_noinline void grew(fg_heap_t *heap) {
-  _fg_large_trim(heap, heap->grown);
-  heap->grown = 0;
+static fg_noinline void grew_by(fg_heap_t *heap, size_t *grown) {
+  _fg_large_trim(heap, *grown);
+  *grown = 0;
   heap->growth_checks++;
   uint8_t was = _fg_returning_for(FG_BY_GROWTH);
   for (size_t c = _fg_class_of(FG_MEDIUM_MAX / 2 + 1); c < FG_CLASS_COUNT; c++)
@@ -288,12 +288,14 @@ static fg_noinline void grew(fg_heap_t *heap) {
   heap->grew_kinds = 0;
   _fg_returning_end(was);
 }
+static void grew(fg_heap_t *heap) { grew_by(heap, &heap->grown); }
 
 /* A large block mapped or grown into fresh memory: the heap grew by it, as by carving (so
- * what sat idle goes back while a program grows big blocks too). */
+ * what sat idle goes back while a program grows big blocks too), counted on its own so that it
+ * does not move the steps the carving makes. */
 void _fg_heap_grew_large(fg_heap_t *heap, size_t bytes) {
-  heap->grown += bytes;
-  if (heap->grown >= GROWTH_STEP) grew(heap);
+  heap->grown_large += bytes;
+  if (heap->grown_large >= GROWTH_STEP) grew_by(heap, &heap->grown_large);
 }
 
 /* An empty page of `kind` (c's own, or single for a buffer's page: _fg_heap_alloc_buffer)

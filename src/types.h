@@ -239,6 +239,7 @@ typedef struct fg_heap_s {
   _Atomic(uint32_t) large_requests;
   uint32_t large_requests_seen, large_requests_purged;
   size_t grown;           /* bytes of blocks carved from uncommitted memory since the last check (heap.c) */
+  size_t grown_large;     /* the same of large blocks (heap.c's _fg_heap_grew_large) */
   uint64_t growth_checks; /* how many such checks */
   uint64_t grew_at;       /* ms: the last check */
   uint8_t grew_kinds;     /* bit per segment kind: carved from fresh memory since the last check */
