@@ -341,7 +341,7 @@ void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
 bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size); /* realloc in place, or false */
 void _fg_heap_grew_large(fg_heap_t *heap, size_t bytes); /* a large block's fresh memory */
-void *_fg_heap_alloc_buffer(size_t size); /* realloc: a block of over 64 KiB on a page of its own, or NULL */
+void *_fg_heap_alloc_buffer(size_t size); /* realloc: a block of over 8 KiB on a page of its own, or NULL */
 void _fg_heap_collect(fg_heap_t *heap, bool force);
 void _fg_heaps_lock(void);
 void _fg_heaps_unlock(bool child);
