@@ -452,6 +452,15 @@ bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size) {
   return true;
 }
 
+/* A page's first free block, handed out (the slow paths; malloc's fast path has its own). */
+static inline fg_block_t *page_pop(fg_page_t *page) {
+  fg_block_t *b = _fg_block_plain(page->free);
+  page->free = _fg_link_head(page, b->next);
+  b->next = 0;
+  page->used++;
+  return b;
+}
+
 /* realloc growing a block past 8 KiB where it cannot grow in place: the new block gets a
  * single page of its own (a segment), in the full list (no malloc carves from it), and grows
  * in place from then on (_fg_heap_regrow), through the medium classes and the single ones
@@ -471,10 +480,7 @@ void *_fg_heap_alloc_buffer(size_t size) {
     return NULL; /* the ledger's and secure mode's pages carry flags; the cap: see BUFFERS_MAX */
   fg_page_t *page = page_fresh(heap, _fg_class_of(size), FG_SEG_SINGLE);
   if (page == NULL || !page_to_full(heap, page)) return NULL;
-  fg_block_t *b = _fg_block_plain(page->free);
-  page->free = _fg_link_head(page, b->next);
-  b->next = 0;
-  page->used++;
+  fg_block_t *b = page_pop(page);
   _fg_page_buffer_set(page, true); /* one block, taken whole by the next buffer (page_take_empty) */
   _fg_bump(&heap->counts[FG_C_slow_allocs], 1);
   if (fg_unlikely(heap->grown >= GROWTH_STEP)) grew(heap);
@@ -535,10 +541,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  fg_block_t *b = _fg_block_plain(page->free);
-  page->free = _fg_link_head(page, b->next);
-  b->next = 0;
-  page->used++;
+  fg_block_t *b = page_pop(page);
   if (fg_unlikely(heap->grown >= GROWTH_STEP)) grew(heap);
   return b;
 }
