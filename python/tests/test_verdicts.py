@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from frugal.experiments import EXPERIMENTS
+from frugal.experiments import EXPERIMENTS, fifo
 from frugal.experiments.threads import CAP_MIN_MS, CAP_TARGETS, QUICK_OBJECTS, SHAPES, TARGET_S
 from frugal.lab import FAIL, NA, PASS, Context, scores
 from frugal.runner import Sample
@@ -71,6 +71,34 @@ def fifo_metrics(good: bool):
 def test_fifo_pass_and_fail() -> None:
     assert statuses("fifo", make("fifo", ALLOCS, fifo_metrics(True))) == [PASS, PASS, PASS]
     assert statuses("fifo", make("fifo", ALLOCS, fifo_metrics(False))) == [FAIL, FAIL, FAIL]
+
+
+def test_fifo_cliff_weighs_neighbours_by_distance() -> None:
+    # Time per block growing as size^0.6: ns/byte falls smoothly, no cliff anywhere. 256 B's
+    # neighbours are 128 B and 1 KiB; their plain geometric mean puts the smooth curve at
+    # 1.15 x already, so 1.35 x that curve (which passes) failed.
+    def smooth(bump: float):
+        def f(a: str, info: dict, key: str) -> dict:
+            m = {"last_over_first": 1.0, "trim_delta": 1.0 * MiB}
+            if info["kind"] == "c":
+                size = info["size"]
+                m["ns_per_byte"] = size ** 0.6 / size * (bump if a == "frugal" and size == 256 else 1.0)
+            return m
+        return f
+    plain = math.sqrt((128 ** -0.4) * (1024 ** -0.4)) / 256 ** -0.4
+    assert 1.5 < 1.35 / plain < 1.6  # what the plain mean said
+    assert statuses("fifo", make("fifo", ALLOCS, smooth(1.35)))[1] == PASS
+    assert statuses("fifo", make("fifo", ALLOCS, smooth(1.6)))[1] == FAIL  # a cliff still fails
+    assert fifo.cliff_reference((1, 4.0), (4, 1.0), 2) == pytest.approx(2.0)  # equal spacing: geometric mean
+
+
+def test_fifo_rounds_time_enough_blocks() -> None:
+    for mode, p in fifo.FIFO_MODES.items():
+        for _, size in fifo.fifo_sizes():
+            r = fifo.fifo_rounds(p, size)
+            assert r >= p["rounds"]
+            assert r * (p["total"] // size) >= p["timed_blocks"], (mode, size)
+            assert r == p["rounds"] or (r - 1) * (p["total"] // size) < p["timed_blocks"]  # no more than needed
 
 
 # --- bigbuf -------------------------------------------------------------------------------------

@@ -15,14 +15,35 @@ from .base import Check, Experiment, Table, base_metrics, final_record, fmt
 POW2_SIZES = (16, 32, 64, 128, 256, 1 * KiB, 4 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB,
               256 * KiB, 512 * KiB, 1 * MiB)
 FIFO_MODES = {
-    "quick": {"total": 128 * MiB, "rounds": 4, "stl_entries": 500_000},
-    "full": {"total": 8 * GiB, "rounds": 16, "stl_entries": 8_000_000},
-    "smoke": {"total": 2 * MiB, "rounds": 2, "stl_entries": 2_000},
+    "quick": {"total": 128 * MiB, "rounds": 4, "stl_entries": 500_000, "timed_blocks": 1 << 18},
+    "full": {"total": 8 * GiB, "rounds": 16, "stl_entries": 8_000_000, "timed_blocks": 1 << 18},
+    "smoke": {"total": 2 * MiB, "rounds": 2, "stl_entries": 2_000, "timed_blocks": 0},
 }
 STL_CONTAINERS = ("queue", "list", "deque")
 LAST_FIRST_MAX = 1.05  # LAB.md: last/first <= 1.05 at every size
 CLIFF_FACTOR = 1.5  # LAB.md: ns/byte at a size <= 1.5 x geometric mean of its neighbours
 TRIM_SLACK = 16 * MiB  # LAB.md: RSS after trim within 16 MiB of where it started
+
+
+def fifo_rounds(p: dict[str, int], size: int) -> int:
+    """R, or more where T / size blocks a round would time fewer than the mode's timed_blocks
+    in R rounds. Quick's 4 rounds of 128 MiB are 128 blocks a round at 1 MiB, 10-20 us, and
+    the median of such rounds swung 4x between runs of one build (frugal at 1 MiB: 200, then
+    837 ns a block; 33 over 200 rounds), failing "no cliff" at another size in almost every
+    lab. And the first round after the cold one runs slower under every allocator (4 KiB:
+    frugal 103 ns a push, then 52-65; tcmalloc 143, then 75-103): with 8 rounds or more the
+    median is a warm round's. The small sizes time millions of blocks in R rounds."""
+    return max(p["rounds"], -(-p["timed_blocks"] // max(1, p["total"] // size)))
+
+
+def cliff_reference(lo: tuple[int, float], hi: tuple[int, float], size: int) -> float:
+    """ns/byte expected at `size` from its neighbours (size, ns/byte): their geometric mean,
+    each weighed by how near it is in log size. Where the neighbours are as far on both sides
+    it is the plain geometric mean; 256 B's are 128 B and 1 KiB, and the plain mean took
+    1 KiB's ns/byte, four times the size away, as much as 128 B's, and 256 B sat at 1.5 x."""
+    (s0, v0), (s1, v1) = lo, hi
+    w = math.log(size / s0) / math.log(s1 / s0)
+    return math.exp((1 - w) * math.log(v0) + w * math.log(v1))
 
 
 def fifo_sizes() -> list[tuple[str, int]]:
@@ -44,15 +65,21 @@ class Fifo(Experiment):
 
     def params(self, ctx: Context) -> dict[str, Any]:
         p = FIFO_MODES[ctx.mode]
-        return {"T (bytes live)": size_label(p["total"]), "R (rounds)": p["rounds"],
-                "sizes": [size_label(s) for _, s in fifo_sizes()], "STL entries": p["stl_entries"],
-                "repetitions": 1}
+        out = {"T (bytes live)": size_label(p["total"]), "R (rounds)": p["rounds"],
+               "sizes": [size_label(s) for _, s in fifo_sizes()], "STL entries": p["stl_entries"],
+               "repetitions": 1}
+        more = {size_label(s): fifo_rounds(p, s) for series, s in fifo_sizes()
+                if series == "pow2" and fifo_rounds(p, s) > p["rounds"]}
+        if more:
+            out[f"more rounds, to time {p['timed_blocks']:,} blocks (− 32: as the size)"] = [
+                f"{s}: {r}" for s, r in more.items()]
+        return out
 
     def cells(self, ctx: Context) -> list[Cell]:
         p = FIFO_MODES[ctx.mode]
         # One repetition: the rounds repeat inside the process (LAB.md).
         cells = [Cell(self.name, f"{series}/{size}", "fifo",
-                      ("--size", str(size), "--total", str(p["total"]), "--rounds", str(p["rounds"])), 1,
+                      ("--size", str(size), "--total", str(p["total"]), "--rounds", str(fifo_rounds(p, size))), 1,
                       info={"kind": "c", "series": series, "size": size})
                  for series, size in fifo_sizes()]
         for c in STL_CONTAINERS:
@@ -109,7 +136,8 @@ class Fifo(Experiment):
                 cs = sorted(self.c_cells(res, series), key=lambda c: res.info[c]["size"])
                 for lo, mid, hi in zip(cs, cs[1:], cs[2:]):
                     v = res.m(FRUGAL, mid, "ns_per_byte")
-                    g = math.sqrt(res.m(FRUGAL, lo, "ns_per_byte") * res.m(FRUGAL, hi, "ns_per_byte"))
+                    g = cliff_reference(*((res.info[c]["size"], res.m(FRUGAL, c, "ns_per_byte")) for c in (lo, hi)),
+                                        res.info[mid]["size"])
                     checks.append((self.label(res, mid), v <= CLIFF_FACTOR * g, f"{v / g:.2f}× neighbours"))
             return checks
 
@@ -119,7 +147,7 @@ class Fifo(Experiment):
 
         return [
             self.judge(res, f"frugal: last round / first round ≤ {LAST_FIRST_MAX} at every size", c_cells, steady),
-            self.judge(res, f"frugal: no cliff (ns/byte ≤ {CLIFF_FACTOR} × geometric mean of the neighbouring sizes)",
+            self.judge(res, f"frugal: no cliff (ns/byte ≤ {CLIFF_FACTOR} × geometric mean of the neighbouring sizes, weighed by log distance)",
                        c_cells, no_cliff),
             self.judge(res, f"frugal: RSS after trim within {TRIM_SLACK // MiB} MiB of where it started", trimmed, trim),
         ]
