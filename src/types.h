@@ -166,12 +166,15 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
   fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
-  uint8_t kept;           /* empty, kept in its queue (behind its class's first page) for reuse */
   uint8_t prev_class; /* taken over from another class (heap.c), or uncarved: that class + 1, else 0 */
-  /* OS pages of the slot's area, from its start, known resident: what carving blocks of 4 KiB
-   * or less (small pages: 16 at most) touched, kept with the slot for its next page and 0 once
-   * given back. Carving there costs no fault and no RSS (page.c's _fg_page_extend). */
+  /* OS pages of the slot's area, from its start, where carving costs no fault and no RSS (page.c's
+   * _fg_page_extend): with resident_class 0, all of them are resident (what carving blocks of
+   * 4 KiB or less touched); with c + 1, the first OS page of every block of class c there (a
+   * bigger block's carving writes its first word only). Kept with the slot for its next page
+   * (small and medium pages: 128 OS pages at most), and 0 once given back. */
   uint8_t resident;
+  uint8_t resident_class;
+  uint8_t kept : 1;      /* empty, kept in its queue (behind its class's first page) for reuse */
   uint8_t came_back : 1; /* uncarved while empty, then carved again: not uncarved twice (heap.c) */
   uint8_t regrown : 1;   /* a buffer's: its one block grows in place by realloc (_fg_page_buffer_set) */
 } fg_page_t;

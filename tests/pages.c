@@ -208,6 +208,27 @@ static void carves_resident(void) {
   drop(n);
 }
 
+/* Blocks bigger than 4 KiB carve ahead too, over the block starts their class carved in the
+ * slot before (page.c's resident_note): seed 2's FIFO of 32 KiB blocks took a slow call for
+ * every block of every round. 256 blocks of 24 KiB (a medium class: 21 to a 512 KiB page; 6
+ * MiB, past what a heap keeps of its empty pages), freed, then 256 again: the pages not kept
+ * went back to their slots, and the class carves them again. */
+static void carves_resident_big(void) {
+  enum { N = 256, SIZE = 24 * 1024 };
+  drop(fill(SIZE, N * SIZE, 3));
+  fg_stats_t before = stats();
+  size_t n = fill(SIZE, N * SIZE, 4);
+  fg_stats_t after = stats();
+  uint64_t slow = after.slow_allocs - before.slow_allocs, fresh = after.fresh_bytes - before.fresh_bytes;
+  check_note("carving: %zu x 24 KiB blocks over the slots their class carved: %llu slow calls, %llu fresh bytes", n,
+             (unsigned long long)slow, (unsigned long long)fresh);
+  CHECKF(slow <= N / 4, "carving: big blocks carve 16 at a time where their class carved (%llu slow calls for %d)",
+         (unsigned long long)slow, N);
+  CHECKF(fresh == 0, "carving: nothing fresh is committed (%llu bytes)", (unsigned long long)fresh);
+  CHECKF(intact(n, SIZE, 4), "carving: every block keeps its own bytes");
+  drop(n);
+}
+
 /* Empty pages of the big classes, each the lone page of its class, give their blocks' memory
  * back when another big class starts a page (heap.c's lone_pages_uncarve): one written block
  * of each of four medium classes (9-45 KiB: a page carved that little is not taken over by
@@ -403,6 +424,7 @@ static void buffers_into_large(void) {
 
 int main(void) {
   carves_resident(); /* first: its 4 KiB class starts on a fresh page */
+  carves_resident_big();
   lone_pages();
   medium_gives_back(); /* no other medium class has an empty page to take */
   frees_before_carving();
