@@ -176,6 +176,22 @@ static size_t resident_pages(const void *p, size_t len) {
   return r;
 }
 
+/* n blocks of `size` over memory freed blocks left resident: at most max_slow slow calls,
+ * nothing fresh committed, every block intact. */
+static void carve_again(size_t size, size_t n, int seed, uint64_t max_slow) {
+  fg_stats_t before = stats();
+  size_t got = fill(size, n * size, seed);
+  fg_stats_t after = stats();
+  uint64_t slow = after.slow_allocs - before.slow_allocs, fresh = after.fresh_bytes - before.fresh_bytes;
+  check_note("carving: %zu x %zu B blocks over resident memory: %llu slow calls, %llu fresh bytes", got, size,
+             (unsigned long long)slow, (unsigned long long)fresh);
+  CHECKF(slow <= max_slow, "carving: resident memory is carved 16 blocks at a time (%llu slow calls for %zu blocks)",
+         (unsigned long long)slow, got);
+  CHECKF(fresh == 0, "carving: nothing fresh is committed (%llu bytes)", (unsigned long long)fresh);
+  CHECKF(intact(got, size, seed), "carving: every block keeps its own bytes");
+  drop(got);
+}
+
 /* Carving runs ahead only over memory a page of the slot touched before (page.c's
  * _fg_page_extend): the first 4 KiB block of a class's first page commits one OS page, not
  * the page's 16; once 64 such blocks were written and freed, 2 KiB blocks carved over their
@@ -193,19 +209,9 @@ static void carves_resident(void) {
   CHECKF(ahead == 0, "carving: a fresh page commits one OS page for its first 4 KiB block (%zu more)", ahead);
   free(first);
   drop(fill(4096, BIG * 4096, 5));
-  fg_stats_t before = stats();
-  size_t n = fill(2048, SMALL * 2048, 9);
-  fg_stats_t after = stats();
-  uint64_t slow = after.slow_allocs - before.slow_allocs, fresh = after.fresh_bytes - before.fresh_bytes;
-  check_note("carving: %zu x 2 KiB blocks over the freed 4 KiB blocks' pages: %llu slow calls, %llu fresh bytes", n,
-             (unsigned long long)slow, (unsigned long long)fresh);
   /* One a block or two carving 4 KiB at a time (64), 8 if all 128 fell on resident memory:
    * the first of the pages was carved only in part by the 4 KiB blocks (17 seen). */
-  CHECKF(slow <= SMALL / 4, "carving: resident memory is carved 16 blocks at a time (%llu slow calls for %d blocks)",
-         (unsigned long long)slow, SMALL);
-  CHECKF(fresh == 0, "carving: nothing fresh is committed (%llu bytes)", (unsigned long long)fresh);
-  CHECKF(intact(n, 2048, 9), "carving: every block keeps its own bytes");
-  drop(n);
+  carve_again(2048, SMALL, 9, SMALL / 4);
 }
 
 /* Blocks bigger than 4 KiB carve ahead too, over the block starts their class carved in the
@@ -216,17 +222,7 @@ static void carves_resident(void) {
 static void carves_resident_big(void) {
   enum { N = 256, SIZE = 24 * 1024 };
   drop(fill(SIZE, N * SIZE, 3));
-  fg_stats_t before = stats();
-  size_t n = fill(SIZE, N * SIZE, 4);
-  fg_stats_t after = stats();
-  uint64_t slow = after.slow_allocs - before.slow_allocs, fresh = after.fresh_bytes - before.fresh_bytes;
-  check_note("carving: %zu x 24 KiB blocks over the slots their class carved: %llu slow calls, %llu fresh bytes", n,
-             (unsigned long long)slow, (unsigned long long)fresh);
-  CHECKF(slow <= N / 4, "carving: big blocks carve 16 at a time where their class carved (%llu slow calls for %d)",
-         (unsigned long long)slow, N);
-  CHECKF(fresh == 0, "carving: nothing fresh is committed (%llu bytes)", (unsigned long long)fresh);
-  CHECKF(intact(n, SIZE, 4), "carving: every block keeps its own bytes");
-  drop(n);
+  carve_again(SIZE, N, 4, N / 4); /* 195 slow calls before */
 }
 
 /* Empty pages of the big classes, each the lone page of its class, give their blocks' memory
