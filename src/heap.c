@@ -788,6 +788,8 @@ fg_export fg_rare bool fg_heap_check(void) {
         bad = "segment in the wrong list";
       else if (s->used_pages >= s->page_count)
         bad = "full segment in the free-slot list";
+      for (size_t i = 0; i < s->page_count && bad == NULL; i++)
+        if (((s->free_slots >> i) & 1) != (s->pages[i].heap == NULL)) bad = "segment's free-slot bits disagree with its slots";
     }
   }
   _fg_unlock(&heap->lock);

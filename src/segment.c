@@ -143,6 +143,7 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
   s->kind = (uint8_t)kind;
   s->page_shift = kind_shift[kind];
   s->page_count = (uint16_t)count;
+  s->free_slots = count == 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1;
   _fg_segmap_set(s, true); /* with its page shift, which a cached segment may change */
   s->heap = heap;
   s->next = heap->segments[kind];
@@ -199,13 +200,11 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
     _fg_unlock(&heap->lock);
     return NULL;
   }
-  fg_page_t *page = NULL;
-  for (size_t i = 0; i < s->page_count; i++) {
-    if (s->pages[i].heap == NULL) {
-      page = &s->pages[i];
-      break;
-    }
-  }
+  /* The first free slot by its bit: a walk over the slots read a page struct, a cache line,
+   * for each slot taken before it (seed 2's FIFO of 4 KiB blocks: 300 instructions a page). */
+  size_t i = (size_t)__builtin_ctzll(s->free_slots);
+  s->free_slots &= s->free_slots - 1;
+  fg_page_t *page = &s->pages[i];
   page->heap = heap;
   s->used_pages++;
   if (s->used_pages == s->page_count) segment_unlink(heap, s); /* no free slot left */
@@ -223,6 +222,7 @@ void _fg_segment_page_free(fg_page_t *page) {
   _fg_page_buffer_set(page, false);
   _fg_lock(&heap->lock);
   page->heap = NULL;
+  s->free_slots |= (uint64_t)1 << (page - s->pages);
   page->block_size = 0;
   /* No block start passes the carved check: fg_usable_size's fast path relies on it. */
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);

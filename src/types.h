@@ -180,6 +180,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
 } fg_page_t;
 _Static_assert(__builtin_offsetof(fg_page_t, key) == 64, "malloc/free's fields fill the first line");
 _Static_assert(sizeof(fg_page_t) == 128, "a page struct is two lines: a pointer's page is a shift away");
+_Static_assert((FG_SEGMENT_SIZE >> FG_SMALL_PAGE_SHIFT) <= 64, "a segment's slots have a bit each in a word");
 
 typedef struct fg_segment_s {
   uintptr_t cookie; /* segment address ^ process secret: a sanity check for the header */
@@ -188,6 +189,7 @@ typedef struct fg_segment_s {
   uint16_t page_count;
   uint16_t used_pages;
   struct fg_heap_s *heap;
+  uint64_t free_slots; /* bit i: pages[i] is a free slot (its heap NULL); the owner's, under its lock */
   struct fg_segment_s *next, *prev; /* heap's list of segments with free slots; cache list */
   size_t mapped;                    /* bytes mapped from the OS at this address */
   uint64_t freed_at;                /* ms, while in the segment cache or large cache */
