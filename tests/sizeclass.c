@@ -1,8 +1,8 @@
 /* sizeclass.c — the size-class table seen from outside, through fg_usable_size: for every
  * size 1 .. 2 MiB (every byte to 64 KiB, then every 64 bytes) the usable size is >= the
  * request, equals the request rounded up to 8 up to 128 B, wastes <= 12.5 % above 128 B, never
- * shrinks as the request grows, and there are at most 8 distinct sizes per doubling (9 from
- * 256 B to 16 KiB: a class right above the power of two). */
+ * shrinks as the request grows, is the smallest class that fits, and there are at most 8
+ * distinct sizes per doubling (9 from 256 B to 16 KiB: a class right above the power of two). */
 #include <stdint.h>
 
 #include "apis.h"
@@ -14,7 +14,7 @@
 #define COARSE_STEP 64
 
 typedef struct tally_s {
-  long below, not_round8, waste, shrink, libc_differs, classes_over;
+  long below, not_round8, waste, shrink, libc_differs, classes_over, early_jump;
   double worst_waste;
   size_t worst_waste_n;
 } tally_t;
@@ -52,6 +52,10 @@ int main(void) {
     }
     if (usable < prev_usable && ++t.shrink <= 5)
       check_note("n=%zu: usable %zu < usable %zu of n=%zu", n, usable, prev_usable, prev_n);
+    /* The smallest class that fits: a request moves to a bigger class only once the one
+     * before is full (byte by byte, where the sizes are checked one by one). */
+    if (n <= FINE_LIMIT && n > 1 && usable != prev_usable && prev_usable != n - 1 && ++t.early_jump <= 5)
+      check_note("n=%zu: usable %zu, but n-1 had usable %zu, which n fits", n, usable, prev_usable);
     if (n > 128 && n <= FINE_LIMIT) {
       if (n > doubling_top) {
         doubling_top *= 2;
@@ -79,6 +83,7 @@ int main(void) {
   CHECKF(t.waste == 0, "waste (usable-n)/n <= 12.5 %% for all sizes 129..2 MiB (%ld over)",
          t.waste);
   CHECKF(t.shrink == 0, "usable size is non-decreasing in the request (%ld decreases)", t.shrink);
+  CHECKF(t.early_jump == 0, "each request 1..64 KiB gets the smallest class that fits (%ld do not)", t.early_jump);
   CHECKF(t.classes_over == 0, "at most 8 distinct usable sizes per doubling 128 B..64 KiB, 9 from 256 B "
                               "to 16 KiB (%ld doublings over)",
          t.classes_over);
