@@ -68,10 +68,10 @@ extern "C" {
 #define FG_STATS_HELD_FIELDS(X)                                                                   \
   X(large_cache_bytes, "freed large blocks cached for reuse (resident)")                          \
   X(kept_page_bytes, "empty pages kept in their class queues for reuse (resident)")               \
-  X(free_page_bytes, "free page slots in the heaps' segments, still committed (resident)")        \
-  X(free_page_returned_bytes, "free page slots given back to the OS (address space only)")        \
-  X(segment_cache_bytes, "empty segments cached for reuse, still committed (resident)")           \
-  X(segment_cache_returned_bytes, "cached empty segments given back to the OS (address space only)")
+  X(free_page_bytes, "free page slots in the heaps' segments: their resident pages")              \
+  X(free_page_returned_bytes, "free page slots' other pages: given back or never touched (address space only)") \
+  X(segment_cache_bytes, "empty segments cached for reuse: their resident pages")                 \
+  X(segment_cache_returned_bytes, "cached empty segments' other pages (address space only)")
 
 typedef struct fg_stats_class_s {
   uint64_t block_size; /* 0 for the large row */

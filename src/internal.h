@@ -127,6 +127,7 @@ static inline void _fg_bump(_Atomic(uint64_t) *c, uint64_t n) {
 void *_fg_os_alloc_aligned(size_t size, size_t align); /* NULL on failure, errno untouched */
 void _fg_os_free(void *p, size_t size);
 void _fg_os_purge(void *p, size_t size);                       /* give the pages back, keep the range */
+size_t _fg_os_resident(const void *p, size_t size);             /* bytes of its pages resident (mincore) */
 bool _fg_os_resize(void *p, size_t old_size, size_t new_size); /* grow/shrink in place */
 bool _fg_os_move(void *p, size_t old_size, void *to, size_t new_size); /* onto the mapping at `to` */
 bool _fg_os_protect(void *p, size_t size, bool access); /* PROT_READ|PROT_WRITE, or PROT_NONE */

@@ -89,14 +89,21 @@ void _fg_segment_unmap_list(fg_segment_t *list, int counter) {
   }
 }
 
-/* The free slots of a list of segments: committed, or given back (the ledger's held bytes). */
+/* The free slots of a list of segments, what of them is resident and what is address space
+ * only (the ledger's held bytes): a committed slot is asked (mincore), for it holds only the
+ * pages its pages touched (a buffer's 4 MiB single slot: what the buffer grew to). */
 static fg_rare void slots_held(fg_segment_t *list, bool free_only, uint64_t *resident, uint64_t *returned) {
   for (fg_segment_t *s = list; s != NULL; s = s->next) {
     for (size_t i = 0; i < s->page_count; i++) {
       fg_page_t *page = &s->pages[i];
       if (free_only && page->heap != NULL) continue;
       uint8_t *start;
-      *(page->committed ? resident : returned) += _fg_page_area(s, page, &start);
+      size_t area = _fg_page_area(s, page, &start), in = 0;
+      /* Its whole OS pages: the first slot shares one with the segment header. */
+      uintptr_t lo = fg_align_up((uintptr_t)start, FG_OS_PAGE), hi = ((uintptr_t)start + area) & ~(FG_OS_PAGE - 1);
+      if (page->committed && hi > lo) in = _fg_os_resident((void *)lo, hi - lo);
+      *resident += in;
+      *returned += area - in;
     }
   }
 }

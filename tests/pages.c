@@ -390,6 +390,27 @@ static void idle_slots_go_back(void) {
          back / (long long)KIB, freed / (long long)KIB);
 }
 
+/* The held bytes of free slots are their resident pages (mincore), not their area: a buffer
+ * grown past 8 KiB gets a single page, a 4 MiB slot, and freed in a medium class gives the
+ * slot back to its segment with the 12 KiB it touched resident (the ledger said 4 MiB). */
+static void free_slots_held(void) {
+  fg_stats_t s0 = stats();
+  char *b = malloc(6000);
+  b = realloc(b, 12000);
+  memset(b, 3, 12000);
+  free(b);
+  fg_stats_t s1 = stats();
+  long long held = (long long)s1.free_page_bytes - (long long)s0.free_page_bytes;
+  long long area = (long long)(s1.free_page_bytes + s1.free_page_returned_bytes) -
+                   (long long)(s0.free_page_bytes + s0.free_page_returned_bytes);
+  check_note("a 12 KiB buffer's slot freed: %lld KiB of free slots, %lld KiB held resident", area / (long long)KIB,
+             held / (long long)KIB);
+  CHECKF(area >= 1024 * (long long)KIB, "a buffer's single slot goes back to its segment (%lld KiB of slots)",
+         area / (long long)KIB);
+  CHECKF(held <= 64 * (long long)KIB, "free slots are held for their resident pages only (%lld KiB)",
+         held / (long long)KIB);
+}
+
 /* Buffers grown in turn past 512 KiB move from their pages to large blocks, which grow by
  * mremap: their growth counts as the heap's (heap.c's _fg_heap_grew_large), so the pages they
  * left, idle, give their memory back as it goes on (python3 lists of 80,000 items growing
@@ -432,6 +453,7 @@ int main(void) {
   buffers_own_pages();
   buffers_capped();
   idle_slots_go_back();
+  free_slots_held();
   buffers_into_large();
   return check_finish("pages");
 }
