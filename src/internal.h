@@ -304,7 +304,7 @@ void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 /* ---- sizeclass.c -------------------------------------------------------------------------- */
 /* The class of a request by the doublings' formula, which goes on past FG_CLASS_MAX (the
  * ledger's histogram buckets continue it); constant for a constant size. */
-static inline size_t _fg_class_by_formula(size_t size) {
+static inline size_t _fg_class_of_doublings(size_t size) {
   if (size <= 128) return size <= 8 ? 0 : (size - 1) >> 3;
   size_t k = 63 - (size_t)__builtin_clzl(size - 1); /* 2^k < size <= 2^(k+1), k >= 7 */
   size_t c = FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
@@ -320,7 +320,7 @@ extern const uint8_t _fg_class_by16[FG_SMALL_MAX / 16 + 1];
  * path's lookup); the rest by the formula. */
 static inline size_t _fg_class_of(size_t size) {
   if (size > 128 && size <= FG_SMALL_MAX) return _fg_class_by16[(size + 15) >> 4];
-  return _fg_class_by_formula(size);
+  return _fg_class_of_doublings(size);
 }
 size_t _fg_class_formula(size_t c); /* _fg_class_size's, continued past the classes */
 extern const uint32_t _fg_class_sizes[FG_CLASS_COUNT];
@@ -329,8 +329,8 @@ static inline size_t _fg_class_size(size_t class_idx) { return _fg_class_sizes[c
  * [_fg_kind_first_class(k), _fg_kind_first_class(k + 1)). The bounds fold to constants. */
 static inline size_t _fg_kind_first_class(fg_segment_kind_t kind) {
   return kind == FG_SEG_SMALL    ? 0
-         : kind == FG_SEG_MEDIUM ? _fg_class_by_formula(FG_SMALL_MAX) + 1
-         : kind == FG_SEG_SINGLE ? _fg_class_by_formula(FG_MEDIUM_MAX) + 1
+         : kind == FG_SEG_MEDIUM ? _fg_class_of_doublings(FG_SMALL_MAX) + 1
+         : kind == FG_SEG_SINGLE ? _fg_class_of_doublings(FG_MEDIUM_MAX) + 1
                                  : FG_CLASS_COUNT;
 }
 static inline fg_segment_kind_t _fg_class_kind(size_t c) {

@@ -129,7 +129,6 @@ void _fg_os_purge(void *p, size_t size) {
   errno = saved;
 }
 
-/* Guarded slots (guard.c): make a range accessible or not, its contents kept. */
 /* The resident bytes of the OS pages [p, p + size) spans: for the ledger's held bytes (rare),
  * which counted a free slot's whole area, though a buffer's slot is 4 MiB of which it may
  * have touched 12 KiB. */
@@ -137,14 +136,17 @@ fg_rare size_t _fg_os_resident(const void *p, size_t size) {
   unsigned char vec[256];
   uintptr_t lo = (uintptr_t)p & ~(FG_OS_PAGE - 1), hi = fg_align_up((uintptr_t)p + size, FG_OS_PAGE);
   size_t resident = 0;
+  int saved = errno;
   for (uintptr_t at = lo; at < hi; at += sizeof vec * FG_OS_PAGE) {
     size_t pages = (hi - at) / FG_OS_PAGE < sizeof vec ? (hi - at) / FG_OS_PAGE : sizeof vec;
-    if (mincore((void *)at, pages * FG_OS_PAGE, vec) != 0) return resident;
+    if (mincore((void *)at, pages * FG_OS_PAGE, vec) != 0) break;
     for (size_t i = 0; i < pages; i++) resident += (vec[i] & 1) * FG_OS_PAGE;
   }
+  errno = saved;
   return resident;
 }
 
+/* Guarded slots (guard.c): make a range accessible or not, its contents kept. */
 bool _fg_os_protect(void *p, size_t size, bool access) {
   int saved = errno;
   bool ok = mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
