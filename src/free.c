@@ -145,14 +145,14 @@ static fg_noinline void page_freed_empty(fg_page_t *page) { page_emptied(page); 
  * page (FG_USED_LEDGER): an unflagged page left empty first, one jump away as before; then
  * the count, where page and block are still in registers (a call to a function
  * of its own cost 5 instructions more a free). */
-static inline void page_freed_counted(fg_page_t *page, const fg_block_t *b) {
+static inline void page_freed_counted(fg_page_t *page, size_t idx) {
   uint32_t used = page->used;
   if (used == 0) {
     page_freed_empty(page);
     return;
   }
   if (used & FG_USED_LEDGER) {
-    _fg_ledger_count_free(page->heap, page, _fg_block_index(page, (size_t)((const uint8_t *)b - page->start)));
+    _fg_ledger_count_free(page->heap, page, idx);
     /* In use and not full: with SLOW shifted out, FULL is the sign and LEDGER the next bit. */
     if (fg_likely((int32_t)(used << 1) > (int32_t)(FG_USED_LEDGER << 1))) return;
   }
@@ -178,31 +178,33 @@ slow:
  * out, still in cache (python3 under PYTHONMALLOC=malloc: 2.51 -> 2.34 s; 81 % of malloc's
  * time was the miss on a cold block's link). Other threads' frees still wait on the page's
  * atomic list until `free` runs dry or the decay pass gathers them: bounded by the page.
- * `plain`: the page's key is 0 (see _fg_link_plain); `count`: the ledger counts it here. */
-static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool plain) {
+ * `plain`: the page's key is 0 (see _fg_link_plain); `count`: the ledger counts it here, as
+ * block `idx` of the page. */
+static inline void push_local(fg_page_t *page, fg_block_t *b, bool count, bool plain, size_t idx) {
   b->next = plain ? page->free : _fg_head_link(page, page->free);
   page->free = _fg_link_plain(b);
   if (fg_unlikely(used_drop(page))) {
     if (count)
-      page_freed_counted(page, b);
+      page_freed_counted(page, idx);
     else
       page_freed_into(page);
   }
 }
 /* fg_free's own: a page of key 0 (no secure mode), the ledger (if on) counting it inline. */
-static inline void push_own_free(fg_page_t *page, fg_block_t *b) { push_local(page, b, true, true); }
+static inline void push_own_free(fg_page_t *page, fg_block_t *b, size_t idx) { push_local(page, b, true, true, idx); }
 /* Through the hooks, which counted it already; any key (secure mode's pages have one). Secure
  * mode alone checks the block here, its page in hand (p: the pointer freed, in b). */
 static inline void push_hooked_free(fg_page_t *page, fg_block_t *b, const void *p) {
   if (_fg_secure_alone()) _fg_secure_freeing(page, b, p);
-  push_local(page, b, false, false);
+  push_local(page, b, false, false, 0);
 }
 
 /* Local free of a block whose checks failed on the fast path: aligned interior pointers
  * land here legitimately; misuse aborts in block_checked. */
 static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count) {
-  if (count && _fg_ledger_fast()) _fg_ledger_free(p);       /* counts nothing for a misuse */
-  push_hooked_free(page, block_checked(page, p), p);
+  fg_block_t *b = block_checked(page, p); /* first: a misuse is not counted */
+  if (count && _fg_ledger_fast()) _fg_ledger_free(p);
+  push_hooked_free(page, b, p);
 }
 
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
@@ -239,13 +241,14 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
     free_remote(s, page, p, user);
     return;
   }
-  if (fg_unlikely(!_fg_block_carved_own(page, (size_t)((uint8_t *)p - page->start))) ||
+  size_t idx;
+  if (fg_unlikely(!_fg_block_carved_at(page, (size_t)((uint8_t *)p - page->start), &idx)) ||
       (user ? looks_freed_plain(p) : looks_freed(page, p))) {
     free_local_checked(page, p, user);
     return;
   }
   if (user)
-    push_own_free(page, p);
+    push_own_free(page, p, idx);
   else
     push_hooked_free(page, p, p);
 }

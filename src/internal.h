@@ -248,6 +248,13 @@ static inline bool _fg_block_carved_own(const fg_page_t *page, size_t off) {
 static inline size_t _fg_block_index(const fg_page_t *page, size_t off) {
   return (size_t)(((unsigned __int128)off * page->magic) >> 64);
 }
+/* _fg_block_carved_own and, in *idx, _fg_block_index: one multiply for both (its low half and
+ * its high half). */
+static inline bool _fg_block_carved_at(const fg_page_t *page, size_t off, size_t *idx) {
+  unsigned __int128 prod = (unsigned __int128)off * page->magic;
+  *idx = (size_t)(prod >> 64);
+  return (uint64_t)prod < *(const uint64_t *)&page->carved_limit;
+}
 
 /* Bytes usable from p to the end of its block (p a block start or an aligned interior pointer). */
 static inline size_t _fg_usable_from(const fg_page_t *page, const void *p) {
@@ -521,11 +528,13 @@ static inline void _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void
   _fg_bump(&row[FG_F_bytes_requested], size);
 }
 
-/* Count the free of block idx of `page` into heap's ledger. */
+/* Count the free of block idx of `page` into heap's ledger. The entry stays as it is: the
+ * block's next hand-out records it again before anything reads it (page.c's
+ * _fg_page_requested_slot), and free's checks turn a double free away before it gets here
+ * (ledger on, malloc/free of 128 B: 2 % of the time was this store). */
 static inline void _fg_ledger_count_free(fg_heap_t *heap, fg_page_t *page, size_t idx) {
   uint32_t stored = page->requested[idx];
-  if (stored == 0) return; /* from before the ledger, or a double free: free() judges */
-  page->requested[idx] = 0;
+  if (stored == 0) return; /* handed out uncounted: see stats.c's _fg_ledger_alloc */
   _Atomic(uint64_t) *row = _fg_ledger_row(heap, page);
   _fg_bump(&row[FG_F_frees], 1);
   _fg_bump(&row[FG_F_freed_requested], stored - 1);

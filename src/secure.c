@@ -411,11 +411,9 @@ fg_rare void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigne
   if (fg_unlikely(page->heap != _fg_heap())) goto other;
   if (fg_unlikely((page->used & FG_USED_SECURE) == 0)) goto checked;
   if (fg_unlikely(sized && _fg_wrong_size(size, bsize))) goto checked;
-  /* One multiply for both: its low half is _fg_block_carved_own's test, its high half
-   * _fg_block_index. */
-  unsigned __int128 prod = (unsigned __int128)off * page->magic;
-  if (fg_unlikely((uint64_t)prod >= *(const uint64_t *)&page->carved_limit)) goto checked; /* aligned, or a misuse */
-  uint32_t *slot = &page->requested[(size_t)(prod >> 64)];
+  size_t idx;
+  if (fg_unlikely(!_fg_block_carved_at(page, off, &idx))) goto checked; /* aligned, or a misuse */
+  uint32_t *slot = &page->requested[idx];
   uint32_t stored = *slot;
   if (fg_unlikely(stored == 0)) goto checked; /* freed already (a double free), or never armed */
   if (fg_unlikely(!canary_intact(b + stored - 1, b + bsize))) overflow(p);
