@@ -55,7 +55,9 @@ def summary_table(lab: "LabRun") -> tuple[list[str], list[list[str]]]:
 def summary_note(lab: "LabRun") -> str:
     """What the summary table's numbers are."""
     note = ("Time and peak RSS of each allocator as a ratio to the best of the others "
-            "(geometric mean over the experiment's cells; < 1.00 wins).")
+            "(geometric mean over the experiment's cells; < 1.00 wins). A run the threads experiment's "
+            "cap stopped counts with its time extrapolated, and its cell leaves the RSS comparison "
+            "(its peak is a part run's).")
     variants = [a for a in lab.allocators if a.name in lab.variants]
     note += "".join(" " + variant_note(a) for a in variants)
     if variants:

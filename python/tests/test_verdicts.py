@@ -286,3 +286,21 @@ def test_scores_are_ratios_to_the_best_other() -> None:
     sc = scores(res, res.cells)
     assert math.isclose(sc["frugal"]["time_ratio"], 0.5) and math.isclose(sc["frugal"]["rss_ratio"], 4.0)
     assert math.isclose(sc["mimalloc"]["time_ratio"], 2.0) and math.isclose(sc["glibc"]["rss_ratio"], 0.5)
+
+
+def test_scores_extrapolate_stopped_runs_and_leave_their_rss_out() -> None:
+    """glibc's run of the second cell hit the cap at 1 s, a quarter of the work done: its time
+    counts as 4 s (its wall time made it look 4 x faster than it was), and the cell's RSS, a
+    part run's, is left out for every allocator."""
+    def f(a: str, info: dict, key: str) -> dict:
+        stopped = a == "glibc" and info["threads"] == 2
+        return {"wall": 1.0, "time": 4.0 if stopped else {"glibc": 2.0, "mimalloc": 1.0, "frugal": 0.5}[a],
+                "stopped": 1.0 if stopped else 0.0,
+                "maxrss": 1.0 if stopped else {"glibc": 10.0, "mimalloc": 20.0, "frugal": 40.0}[a]}
+    res = make("threads", ALLOCS, f)
+    two = [c for c in res.cells if res.info[c]["threads"] == 2]
+    assert two and len(two) < len(res.cells)
+    sc = scores(res, res.cells)
+    assert math.isclose(sc["frugal"]["rss_ratio"], 4.0) and math.isclose(sc["glibc"]["rss_ratio"], 0.5)
+    assert math.isclose(sc["frugal"]["time_ratio"], 0.5)
+    assert sc["glibc"]["time"] > 2.0 and math.isclose(sc["mimalloc"]["time"], 1.0)
