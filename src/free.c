@@ -66,8 +66,10 @@ static inline bool wrong_size(size_t size, size_t usable) { return _fg_wrong_siz
 /* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
  * puts the page back in service. Never a lock. */
-static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool count) {
-  count = count && _fg_ledger_fast(); /* see free_ours */
+static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
+
+static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool user) {
+  bool count = user && _fg_ledger_fast(); /* see free_ours */
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
     if (count) _fg_ledger_free(p);
@@ -77,6 +79,10 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
   }
   fg_heap_t *heap = page->heap;
   if (heap == NULL) _fg_misuse("double free", p);
+  if (fg_unlikely(_fg_heap() == &_fg_heap_empty) && !heap->owned && _fg_heap_adopt(heap)) {
+    free_ours(p, s->page_shift, false, 0, user); /* now the thread's own */
+    return;
+  }
   fg_block_t *b = block_checked(page, p);
   if (_fg_secure_alone()) _fg_secure_freeing(page, b, p);
   if (count) { /* into this thread's ledger: a plain block inline, anything else by the hook */
@@ -206,8 +212,6 @@ static fg_noinline void free_local_checked(fg_page_t *page, void *p, bool count)
   if (count && _fg_ledger_fast()) _fg_ledger_free(p);
   push_hooked_free(page, b, p);
 }
-
-static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
 
 /* A sized free whose size does not fit its page's block size: a large block (its segment's
  * lone page has block size 0), an aligned interior pointer (never size-checked: its size is

@@ -43,14 +43,18 @@ static fg_heap_t *heap_new_locked(void) {
   return heap;
 }
 
-fg_heap_t *_fg_heap_init_thread(void) {
+/* The calling thread takes a heap: `want` if it is still abandoned (else none), or, with
+ * want NULL, the heap abandoned last, or a new one. */
+static fg_heap_t *heap_take(fg_heap_t *want) {
   _fg_process_init();
   pthread_once(&heap_key_once, make_key);
   pthread_mutex_lock(&heaps_lock);
-  fg_heap_t *heap = heaps_abandoned;
+  fg_heap_t **at = &heaps_abandoned;
+  while (want != NULL && *at != NULL && *at != want) at = &(*at)->next_abandoned;
+  fg_heap_t *heap = *at;
   if (heap != NULL)
-    heaps_abandoned = heap->next_abandoned;
-  else
+    *at = heap->next_abandoned;
+  else if (want == NULL)
     heap = heap_new_locked();
   if (heap != NULL) heap->owned = true;
   pthread_mutex_unlock(&heaps_lock);
@@ -63,6 +67,8 @@ fg_heap_t *_fg_heap_init_thread(void) {
   pthread_setspecific(heap_key, heap);
   return heap;
 }
+
+fg_heap_t *_fg_heap_init_thread(void) { return heap_take(NULL); }
 
 /* Set when this thread's exit has begun (its heap abandoned): a free from a later TLS
  * destructor then takes no heap just to count itself (_fg_heap_counting). */
@@ -77,6 +83,13 @@ fg_heap_t *_fg_heap_counting(void) {
   if (heap != &_fg_heap_empty) return heap;
   return exiting ? NULL : _fg_heap_init_thread();
 }
+
+/* A thread with no heap yet whose free lands in an exited thread's heap takes that heap,
+ * rather than the one abandoned last at its first malloc: its frees of the dead thread's
+ * blocks are then its own, and its mallocs reuse them at once. Threads that take over the
+ * blocks a dead one left (issue #11's takeover shape) otherwise freed into one heap and
+ * carved in another, whose thread freed into the first: 3.2 MB peak against glibc's 2.5. */
+bool _fg_heap_adopt(fg_heap_t *heap) { return !exiting && heap_take(heap) != NULL; }
 
 static void decay_if_due(fg_heap_t *heap);
 static void page_release(fg_heap_t *heap, fg_page_t *page);

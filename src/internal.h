@@ -353,6 +353,7 @@ extern __thread fg_heap_t *_fg_heap_tls;
 static inline fg_heap_t *_fg_heap(void) { return _fg_heap_tls; }
 fg_heap_t *_fg_heap_init_thread(void);
 fg_heap_t *_fg_heap_counting(void); /* the thread's heap, adopted if need be; NULL once it exits */
+bool _fg_heap_adopt(fg_heap_t *heap); /* a thread with no heap takes this exited thread's heap */
 void _fg_heap_thread_done(void *heap);
 void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX */
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */

@@ -167,6 +167,10 @@ typedef struct worker_s {
 static void *worker_main(void *arg) {
   worker_t *w = (worker_t *)arg;
   tu_rng_t r = {w->seed};
+  /* The first call frees a block from the queue, often one a dead worker left: the thread
+   * then takes that worker's heap (frugal's heap.c, _fg_heap_adopt) while others free into it. */
+  block_t first;
+  if (queue_pop(&first)) block_release(first);
   block_t *slots = (block_t *)calloc(SLOTS, sizeof *slots);
   long steps = (long)tu_range(&r, MIN_STEPS, MAX_STEPS), ops = 0, cross = 0;
   for (long s = 0; s < steps && !atomic_load_explicit(&stop, memory_order_relaxed); s++) {
