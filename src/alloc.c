@@ -123,17 +123,25 @@ static fg_noinline void *malloc_sampled(fg_heap_t *heap, size_t size, void *(*fa
   return p != NULL ? p : malloc_fast(heap, size, failed);
 }
 
-fg_export void *fg_malloc(size_t size) {
-  fg_heap_t *heap = _fg_heap();
-  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, NULL);
-  return malloc_fast(heap, size, NULL);
-}
-
-void *_fg_malloc_new(size_t size, void *(*failed)(size_t)) {
+static inline void *malloc_counted(size_t size, void *(*failed)(size_t)) {
   fg_heap_t *heap = _fg_heap();
   if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, failed);
   return malloc_fast(heap, size, failed);
 }
+
+fg_export void *fg_malloc(size_t size) { return malloc_counted(size, NULL); }
+
+/* operator new(size_t), new[](size_t) and their nothrow forms: malloc's fast path, failing
+ * into override_new.c's new-handler loop and std::bad_alloc (or NULL), with no jump of their
+ * own (a tail jump from override_new.c took 2 of new's 24 instructions). The other forms of
+ * new and delete are in override_new.c. */
+fg_export void *_Znwm(size_t size) { return malloc_counted(size, _fg_new_failed); }
+FG_ALIAS(_Znam, _Znwm);
+fg_export void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) {
+  (void)tag;
+  return malloc_counted(size, _fg_new_nothrow_failed);
+}
+FG_ALIAS(_ZnamRKSt9nothrow_t, _ZnwmRKSt9nothrow_t);
 
 /* The same countdown for the other ways to allocate: a sampled block, or NULL. */
 static inline void *sampled(size_t size, size_t align, bool zero) {

@@ -400,8 +400,10 @@ void _fg_large_unlock(void);
 
 /* ---- alloc.c / free.c: the API without the hooks (the hooked paths call these) ------------ */
 void *_fg_malloc_raw(size_t size);
-/* fg_malloc for operator new: when no memory is found, returns failed(size) instead of NULL. */
-void *_fg_malloc_new(size_t size, void *(*failed)(size_t));
+/* override_new.c: operator new's way out when no memory is found (the new-handler loop, then
+ * std::bad_alloc), and its nothrow forms' (NULL at the end); alloc.c's operator new calls them. */
+void *_fg_new_failed(size_t size);
+void *_fg_new_nothrow_failed(size_t size);
 void *_fg_calloc_raw(size_t count, size_t size);
 void *_fg_realloc_raw(void *p, size_t size);
 void *_fg_memalign_raw(size_t align, size_t size); /* align: power of two */

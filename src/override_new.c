@@ -32,27 +32,15 @@ static fg_noinline fg_cold fg_rare void *new_failed(size_t n, size_t align, bool
   abort();
 }
 
-/* operator new's failure: the new-handler loop, then std::bad_alloc (or NULL: nothrow). */
-static void *new_throw(size_t n) { return new_failed(n, 0, false); }
-static void *new_null(size_t n) { return new_failed(n, 0, true); }
-static inline void *new_impl(size_t n) { return _fg_malloc_new(n, new_throw); }
-static inline void *new_nothrow(size_t n) { return _fg_malloc_new(n, new_null); }
+void *_fg_new_failed(size_t n) { return new_failed(n, 0, false); }
+void *_fg_new_nothrow_failed(size_t n) { return new_failed(n, 0, true); }
 static inline void *new_aligned(size_t n, size_t align, bool nothrow) {
   void *p = fg_aligned_alloc(align, n);
   return fg_likely(p != NULL) ? p : new_failed(n, align, nothrow);
 }
 
-/* operator new(size_t), new[](size_t), and their nothrow_t / align_val_t forms. */
-fg_export void *_Znwm(size_t n) { return new_impl(n); }
-fg_export void *_Znam(size_t n) { return new_impl(n); }
-fg_export void *_ZnwmRKSt9nothrow_t(size_t n, const void *tag) {
-  (void)tag;
-  return new_nothrow(n);
-}
-fg_export void *_ZnamRKSt9nothrow_t(size_t n, const void *tag) {
-  (void)tag;
-  return new_nothrow(n);
-}
+/* operator new's align_val_t forms. new(size_t), new[](size_t) and their nothrow forms are
+ * in alloc.c, on malloc's fast path. */
 fg_export void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 fg_export void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 fg_export void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *tag) {
