@@ -136,12 +136,15 @@ fg_export void *fg_malloc(size_t size) { return malloc_counted(size, NULL); }
  * own (a tail jump from override_new.c took 2 of new's 24 instructions). The other forms of
  * new and delete are in override_new.c. */
 fg_export void *_Znwm(size_t size) { return malloc_counted(size, _fg_new_failed); }
-FG_ALIAS(_Znam, _Znwm);
+fg_export void *_Znam(size_t size) { return malloc_counted(size, _fg_new_failed); }
 fg_export void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) {
   (void)tag;
   return malloc_counted(size, _fg_new_nothrow_failed);
 }
-FG_ALIAS(_ZnamRKSt9nothrow_t, _ZnwmRKSt9nothrow_t);
+fg_export void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) {
+  (void)tag;
+  return malloc_counted(size, _fg_new_nothrow_failed);
+}
 
 /* The same countdown for the other ways to allocate: a sampled block, or NULL. */
 static inline void *sampled(size_t size, size_t align, bool zero) {
@@ -241,10 +244,6 @@ fg_export void *fg_realloc(void *p, size_t size) {
   if (fg_unlikely(_fg_hooked())) return realloc_hooked(p, size);
   return _fg_realloc_raw(p, size);
 }
-
-FG_ALIAS(malloc, fg_malloc);
-FG_ALIAS(calloc, fg_calloc);
-FG_ALIAS(realloc, fg_realloc);
 
 fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
   size_t total;

@@ -52,9 +52,9 @@ fg_export void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const voi
   return new_aligned(n, a, true);
 }
 
-/* operator delete's nothrow and aligned forms; the plain and sized ones, delete(void*),
- * delete[](void*) and their (void*, size_t) forms, are fg_free and fg_free_sized themselves
- * (free.c's FG_ALIAS). */
+/* operator delete(void*), delete[](void*), and their nothrow / sized / aligned forms. */
+fg_export void _ZdlPv(void *p) { fg_free(p); }
+fg_export void _ZdaPv(void *p) { fg_free(p); }
 fg_export void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) {
   (void)tag;
   fg_free(p);
@@ -63,6 +63,8 @@ fg_export void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) {
   (void)tag;
   fg_free(p);
 }
+fg_export void _ZdlPvm(void *p, size_t n) { fg_free_sized(p, n); }
+fg_export void _ZdaPvm(void *p, size_t n) { fg_free_sized(p, n); }
 fg_export void _ZdlPvSt11align_val_t(void *p, size_t a) {
   (void)a;
   fg_free(p);
