@@ -123,6 +123,7 @@ static fg_noinline void *malloc_sampled(fg_heap_t *heap, size_t size, void *(*fa
   return p != NULL ? p : malloc_fast(heap, size, failed);
 }
 
+/* fg_malloc and operator new: the sampler's countdown, then the fast path. */
 static inline void *malloc_counted(size_t size, void *(*failed)(size_t)) {
   fg_heap_t *heap = _fg_heap();
   if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, failed);

@@ -1,6 +1,8 @@
-/* override_new.c — every C++ operator new/delete form, written in C under their mangled names
+/* override_new.c — the C++ operator new/delete forms, written in C under their mangled names
  * so that libfrugal does not load libstdc++ into every process it is preloaded into (1.5 MiB
- * of RSS); the C++ runtime is reached through weak references, resolved when a program has it. */
+ * of RSS); the C++ runtime is reached through weak references, resolved when a program has it.
+ * new(size_t), new[](size_t) and their nothrow forms are in alloc.c, on malloc's fast path;
+ * their way out when no memory is found is here. */
 #include "internal.h"
 
 #include <stdlib.h>
