@@ -5,8 +5,9 @@
  * the second's heap is the one a new thread's first malloc would take); a third thread frees
  * the first one's set, then allocates as many blocks of the size: each must be one it freed.
  * Before, the third thread's frees went to the first heap's remote list and its mallocs
- * carved in the second heap. FRUGAL_DECAY_MS is set high by CMake, so that no decay pass
- * collects the exited threads' heaps meanwhile. */
+ * carved in the second heap. CMake sets FRUGAL_DECAY_MS high, so that no decay pass collects
+ * the exited threads' heaps meanwhile, and FRUGAL_GUARD_EVERY=0: a guarded sample would hand
+ * out a block of its own. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
