@@ -8,8 +8,11 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* At most this many slots: a freed block stays out of reach for the next 255 guarded
  * allocations, and live guarded blocks take at most 1 MiB. */
@@ -201,22 +204,43 @@ static fg_noreturn fg_rare void report(fg_segment_t *s, uint32_t i, const uint8_
   abort();
 }
 
+/* Not ours: exactly what would have happened without frugal's handler. The previous
+ * handler, called as the kernel would have (its mask, SA_RESETHAND); or its default action:
+ * a fault (si_code > 0, from the kernel) comes back when the instruction runs again, and a
+ * signal sent by a process (raise, kill, sigqueue: si_code <= 0) is sent again, with its own
+ * siginfo, to this thread, where it waits until this handler returns. An ignored signal
+ * stays ignored; an ignored fault kills, as the kernel forces. */
+static fg_rare void pass_on(int sig, siginfo_t *info, void *context) {
+  struct sigaction prev = previous;
+  bool sent = info->si_code <= 0;
+  if (prev.sa_handler == SIG_IGN && sent) return;
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    if (prev.sa_flags & SA_RESETHAND) {
+      previous.sa_handler = SIG_DFL;
+      previous.sa_flags &= ~SA_SIGINFO;
+    }
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &prev.sa_mask, &old);
+    if (prev.sa_flags & SA_SIGINFO)
+      prev.sa_sigaction(sig, info, context);
+    else
+      prev.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return;
+  }
+  signal(sig, SIG_DFL);
+  if (sent) syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig, info);
+}
+
 static fg_rare void on_fault(int sig, siginfo_t *info, void *context) {
   const uint8_t *addr = info->si_addr;
   fg_segment_t *s = atomic_load_explicit(&region, memory_order_acquire);
-  if (s != NULL && addr >= (uint8_t *)s + HEADER_PAGES * FG_OS_PAGE && addr < (uint8_t *)s + REGION_PAGES * FG_OS_PAGE) {
+  if (info->si_code > 0 && s != NULL && addr >= (uint8_t *)s + HEADER_PAGES * FG_OS_PAGE &&
+      addr < (uint8_t *)s + REGION_PAGES * FG_OS_PAGE) {
     int i = slot_at(s, addr);
     if (i >= 0) report(s, (uint32_t)i, addr);
   }
-  /* Not ours: what the program (or the default) would have done. */
-  if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction != NULL) {
-    previous.sa_sigaction(sig, info, context);
-  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-    previous.sa_handler(sig);
-  } else { /* the default action, on the same fault once this handler returns */
-    sigaction(SIGSEGV, &previous, NULL);
-    if (previous.sa_handler == SIG_IGN) signal(SIGSEGV, SIG_DFL);
-  }
+  pass_on(sig, info, context);
 }
 
 void _fg_guard_lock(bool lock) {

@@ -16,6 +16,9 @@ __thread fg_heap_t *_fg_heap_tls __attribute__((tls_model("initial-exec"))) = &_
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static fg_heap_t *heaps_all, *heaps_abandoned;
+/* Heaps whose thread lives (owned): when none is left, the program's threads that frugal
+ * knows of have all ended, and the purger looks whether it is the last thread (purger.c). */
+static _Atomic size_t heaps_owned;
 static uint8_t *heap_chunk;
 static size_t heap_chunk_left;
 static pthread_key_t heap_key;
@@ -56,7 +59,10 @@ static fg_heap_t *heap_take(fg_heap_t *want) {
     *at = heap->next_abandoned;
   else if (want == NULL)
     heap = heap_new_locked();
-  if (heap != NULL) heap->owned = true;
+  if (heap != NULL) {
+    heap->owned = true;
+    atomic_fetch_add_explicit(&heaps_owned, 1, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&heaps_lock);
   if (heap == NULL) return NULL;
   /* An adopted heap keeps its decay schedule: a chain of short threads passing one heap on
@@ -100,6 +106,7 @@ static void free_delayed(fg_heap_t *heap);
  * collected whole (the purger, or a live thread's decay pass). */
 static void abandon(fg_heap_t *heap, uint64_t now) {
   heap->owned = false;
+  atomic_fetch_sub_explicit(&heaps_owned, 1, memory_order_relaxed);
   heap->abandoned_at = now;
   heap->next_abandoned = heaps_abandoned;
   heaps_abandoned = heap;
@@ -170,7 +177,10 @@ fg_warm void _fg_heap_thread_done(void *arg) {
   abandon(heap, now);
   pthread_mutex_unlock(&heaps_lock);
   _fg_purger_wake(); /* it gives the heap back if nobody adopts it */
+  if (atomic_load_explicit(&heaps_owned, memory_order_relaxed) == 0) _fg_purger_threads_ended();
 }
+
+size_t _fg_heaps_owned(void) { return atomic_load_explicit(&heaps_owned, memory_order_relaxed); }
 
 /* ---- moving pages between queues ----------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 
 uintptr_t _fg_secret;
 unsigned _fg_mode;
+__thread bool _fg_own __attribute__((tls_model("initial-exec")));
 static _Atomic int init_state; /* 0: not started, 1: running, 2: done */
 
 fg_rare void _fg_write_stderr(const char *s) {

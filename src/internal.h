@@ -59,6 +59,18 @@ static inline void _fg_unlock(fg_lock_t *l) { atomic_store_explicit(l, 0, memory
 /* ---- init.c: process state, errors ---------------------------------------------------- */
 extern uintptr_t _fg_secret; /* per-process random, set before the first heap */
 void _fg_process_init(void); /* idempotent; safe before constructors run */
+/* While a thread does frugal's own work (captures a stack, loads libunwind, writes a report,
+ * starts the purger thread), what it allocates is frugal's doing, not the program's: no stack
+ * is captured for it, no sample taken, and the ledger leaves it out. begin returns the old
+ * state, for end. */
+extern __thread bool _fg_own;
+static inline bool _fg_own_doing(void) { return _fg_own; }
+static inline bool _fg_own_begin(void) {
+  bool was = _fg_own;
+  _fg_own = true;
+  return was;
+}
+static inline void _fg_own_end(bool was) { _fg_own = was; }
 
 /* The process's mode: one word, set once by _fg_process_init from the options, before the
  * first heap or segment; read everywhere after. hooks.c says where each mode sends a call. */
@@ -372,7 +384,9 @@ void _fg_collect_all(fg_heap_t *heap, bool force); /* every layer; heap may be t
 /* ---- purger.c: the background thread that gives memory back while the program is quiet -- */
 void _fg_purger_enable(void); /* from the constructor: the thread may start from now on */
 void _fg_purger_wake(void);   /* something was cached; call with no frugal lock held */
+void _fg_purger_threads_ended(void); /* the last thread with a heap exited */
 void _fg_purger_after_fork_child(void);
+size_t _fg_heaps_owned(void); /* heap.c: heaps whose thread lives */
 
 /* ---- large.c: blocks above the largest class, and the large cache ------------------------ */
 void *_fg_large_alloc(size_t size, size_t align, bool zero);
@@ -458,11 +472,6 @@ bool _fg_stacks_load(const char *who); /* from the constructor: libunwind; false
 uint32_t _fg_stack_capture(int skip);  /* the caller's stack, interned; FG_NO_STACK if none */
 size_t _fg_stack_count(void);          /* stacks interned so far: ids are below it */
 void _fg_stacks_lock(bool lock);       /* fork */
-/* While a thread captures (or writes a report), its own allocations are frugal's doing: no
- * stack is captured for them and the ledger leaves them out. enter returns the old state. */
-bool _fg_stacks_capturing(void);
-bool _fg_stacks_enter(void);
-void _fg_stacks_leave(bool was);
 typedef struct fg_frame_s { /* a frame, named: its module, offset there, dynamic symbol */
   const char *module, *symbol;
   uintptr_t offset;

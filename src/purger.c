@@ -1,60 +1,116 @@
 /* purger.c — the background purger: decay passes run on the slow paths of the threads that
  * cache memory, so a thread that sleeps, or only runs fast paths, would keep its caches for
- * ever; this thread runs the same expiry over every heap and cache while the program is quiet. */
+ * ever; this thread runs the same expiry over every heap and cache while the program is quiet.
+ * It lives only while there is something to give back, and never longer than the program's
+ * own threads: a process ends when its last thread does, whatever frugal has cached. */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
-enum { OFF, NOT_STARTED, STARTING, RUNNING, PARKED };
+/* NOT_STARTED: no thread; the next cache starts one. A thread that finds nothing left to
+ * expire ends (back to NOT_STARTED) rather than parks: a parked thread is a thread glibc
+ * counts, and a process whose main() ended with pthread_exit waited on it for ever. */
+enum { OFF, NOT_STARTED, STARTING, RUNNING };
 static _Atomic int state = OFF; /* OFF until the constructor enables it: no thread at bootstrap */
 static _Atomic bool dirty;       /* something was cached since the pass began */
-static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
-
-static void nap_ms(uint64_t ms) {
-  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
+static _Atomic bool ended;       /* the last program thread with a heap has exited */
+static pthread_mutex_t nap_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nap_cond;  /* on CLOCK_MONOTONIC: signalled when threads end */
 
 static __thread bool is_purger; /* its own passes cache things too: no need to wake itself */
 
-/* Park until woken, unless something was cached during the pass; true if it parked. */
-static bool park(void) {
-  pthread_mutex_lock(&park_lock);
-  int running = RUNNING;
-  bool parks = !atomic_load(&dirty) && atomic_compare_exchange_strong(&state, &running, PARKED);
-  while (parks && atomic_load(&state) == PARKED) pthread_cond_wait(&park_cond, &park_lock);
-  pthread_mutex_unlock(&park_lock);
-  return parks;
+/* Nothing of the program runs any more: no thread frugal knows of owns a heap, and the
+ * kernel counts no thread but this one beside a main thread that ended with pthread_exit
+ * (a zombie until the process ends). /proc/self/stat has both: the main thread's state
+ * (field 3) and the number of threads (field 20). Unreadable (no /proc, a sandbox): taken
+ * as ended, so the thread ends; the next cache starts it again if anyone still runs. */
+static bool program_ended(void) {
+  if (_fg_heaps_owned() != 0) return false;
+  char buf[512];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  if (p == NULL || p[1] != ' ') return true;
+  char main_state = p[2];
+  for (int field = 3; field < 20 && p != NULL; field++) p = strchr(p + 1, ' ');
+  if (p == NULL) return true;
+  long threads = 0;
+  for (p++; *p >= '0' && *p <= '9'; p++) threads = threads * 10 + (*p - '0');
+  return threads - (main_state == 'Z') <= 1;
+}
+
+/* Ends the thread unless something was cached since its pass began; true if it ends. A
+ * waker that saw RUNNING set `dirty` before it looked at the state, so one of the two sees
+ * the other (both orders are sequentially consistent): a cache is never left without a
+ * thread that will expire it. */
+static bool retire(bool force) {
+  atomic_store(&state, NOT_STARTED);
+  if (force || !atomic_load(&dirty)) return true;
+  int not_started = NOT_STARTED; /* a cache came meanwhile: carry on, unless its waker started a new thread */
+  return !atomic_compare_exchange_strong(&state, &not_started, RUNNING);
+}
+
+/* Wait until `ms` have passed or threads ended (_fg_purger_threads_ended). */
+static void nap(uint64_t ms) {
+  struct timespec at;
+  clock_gettime(CLOCK_MONOTONIC, &at);
+  at.tv_sec += (time_t)(ms / 1000);
+  at.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (at.tv_nsec >= 1000000000L) at.tv_sec++, at.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&nap_lock);
+  while (!atomic_load(&ended) && pthread_cond_timedwait(&nap_cond, &nap_lock, &at) == 0) {
+  }
+  pthread_mutex_unlock(&nap_lock);
 }
 
 /* A pass, then a nap of a quarter of the decay time (so what expires is given back within
- * 1.25 x the decay time), or parked when nothing is left to expire. A program that caches
- * and takes back all the time keeps it napping, never spinning. Woken, it naps before its
- * pass too: what was cached just now expires a decay time later at the earliest, and a
- * pass at once found nothing to do, parked, and was woken by the next cache: a storm of
- * threads, each caching its segment at exit for the next one to take, ran 11,630 passes
- * and as many wake-ups for 20,000 threads (the purger's CPU time was a fifth of the run's). */
+ * 1.25 x the decay time); the thread ends when nothing is left to expire. A program that
+ * caches and takes back all the time keeps it napping, never spinning. Started, it naps
+ * before its pass too: what was cached just now expires a decay time later at the earliest
+ * (a pass at once found nothing to do, ended, and was started by the next cache: a storm of
+ * threads, each caching its segment at exit for the next one to take, ran 11,630 passes for
+ * 20,000 threads). When the program's threads end, it polls for the last of them to be gone
+ * (1, 2, 4 ... ms: an exiting thread runs its TLS destructors, frugal's among them, before
+ * it is gone) and then ends itself, so that glibc ends the process (exit(0), as it does when
+ * the last thread ends): the program's end is never frugal's to delay. */
 static void *purger_main(void *arg) {
   (void)arg;
   is_purger = true;
+  uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS), every = decay / 4 > 10 ? decay / 4 : 10;
+  uint64_t pass_at = _fg_clock_ms() + every, poll = 0;
   for (;;) {
-    atomic_store(&dirty, false);
-    bool left = _fg_heaps_purge(_fg_clock_ms());
-    _fg_count(FG_C_purger_passes, 1);
-    if (!left) park();
-    uint64_t decay = (uint64_t)_fg_option(FG_OPTION_DECAY_MS);
-    nap_ms(decay / 4 > 10 ? decay / 4 : 10);
+    if (atomic_exchange(&ended, false)) poll = 1;
+    if (poll != 0 && program_ended() && retire(true)) return NULL;
+    uint64_t now = _fg_clock_ms();
+    if (now >= pass_at) {
+      atomic_store(&dirty, false);
+      bool left = _fg_heaps_purge(now);
+      _fg_count(FG_C_purger_passes, 1);
+      if (!left && retire(false)) return NULL;
+      pass_at = now + every;
+    }
+    uint64_t wait = pass_at > now ? pass_at - now : 0;
+    if (poll != 0) { /* still polling while no program thread owns a heap; else a pass's pace */
+      if (wait > poll) wait = poll;
+      poll = _fg_heaps_owned() == 0 && poll < every ? poll * 2 : 0;
+    }
+    nap(wait);
   }
-  return NULL;
 }
 
 /* Every signal blocked: the program's signals are for its own threads. A small stack: the
- * pass needs little, and the thread should cost the program next to nothing. */
+ * pass needs little, and the thread should cost the program next to nothing. glibc's thread
+ * structures (its dynamic TLS vector, through calloc) are frugal's doing, not the program's:
+ * the ledger leaves them out (_fg_own_begin). */
 static fg_noinline void start(void) {
   pthread_attr_t attr;
   sigset_t all, old;
@@ -64,18 +120,13 @@ static fg_noinline void start(void) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool was = _fg_own_begin();
   int err = pthread_create(&t, &attr, purger_main, NULL);
+  _fg_own_end(was);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   atomic_store(&state, err == 0 ? RUNNING : OFF); /* a failed start is not retried on every call */
   if (err != 0) _fg_event(1, "purger thread not started: memory is given back on slow paths only");
-}
-
-static fg_noinline void wake_parked(void) {
-  pthread_mutex_lock(&park_lock);
-  int parked = PARKED;
-  if (atomic_compare_exchange_strong(&state, &parked, RUNNING)) pthread_cond_signal(&park_cond);
-  pthread_mutex_unlock(&park_lock);
 }
 
 /* Something was cached: the purger must see it. Called outside every frugal lock (starting
@@ -83,25 +134,40 @@ static fg_noinline void wake_parked(void) {
 void _fg_purger_wake(void) {
   int s = atomic_load_explicit(&state, memory_order_relaxed);
   if (s == RUNNING) {
-    if (is_purger) return;
-    if (!atomic_load_explicit(&dirty, memory_order_relaxed)) atomic_store_explicit(&dirty, true, memory_order_relaxed);
-    return;
+    if (is_purger || atomic_load_explicit(&dirty, memory_order_relaxed)) return;
+    atomic_store(&dirty, true);
+    s = atomic_load(&state); /* see retire(): the thread may be ending */
   }
-  if (s == PARKED) {
-    wake_parked();
-  } else if (s == NOT_STARTED) {
-    if (atomic_compare_exchange_strong(&state, &s, STARTING)) start();
-  }
+  if (s == NOT_STARTED && atomic_compare_exchange_strong(&state, &s, STARTING)) start();
+}
+
+/* The last thread with a heap exited (heap.c): the purger, if it runs, looks whether the
+ * program is over. */
+void _fg_purger_threads_ended(void) {
+  pthread_mutex_lock(&nap_lock);
+  atomic_store(&ended, true);
+  pthread_cond_signal(&nap_cond);
+  pthread_mutex_unlock(&nap_lock);
+}
+
+static void init_cond(void) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&nap_cond, &attr);
+  pthread_condattr_destroy(&attr);
 }
 
 void _fg_purger_enable(void) {
+  init_cond();
   if (_fg_option(FG_OPTION_PURGE_THREAD)) atomic_store(&state, NOT_STARTED);
 }
 
 /* Fork: the child has no purger thread; it starts one when it caches something. */
 void _fg_purger_after_fork_child(void) {
-  pthread_mutex_init(&park_lock, NULL);
-  pthread_cond_init(&park_cond, NULL);
+  pthread_mutex_init(&nap_lock, NULL);
+  init_cond();
   atomic_store(&dirty, false);
+  atomic_store(&ended, false);
   if (atomic_load(&state) != OFF) atomic_store(&state, NOT_STARTED);
 }

@@ -213,7 +213,7 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
     if (left >= 0) return NULL;
   }
   heap->sample_left = draw(heap);
-  if (_fg_stacks_capturing() || size > FG_MAX_ALLOC || align > FG_LARGE_ALIGN_MAX) return NULL;
+  if (_fg_own_doing() || size > FG_MAX_ALLOC || align > FG_LARGE_ALIGN_MAX) return NULL;
   bool sample = sample_share >= 1 || (sample_share > 0 && uniform(heap) < sample_share);
   if (!sample) { /* a guard candidate: small blocks of malloc's own alignment only */
     if (!guard_on || size > FG_OS_PAGE || align > 8) return NULL;
@@ -309,7 +309,7 @@ static fg_rare void write_json(fg_writer_t *w, which_t which) {
  * allocated, live at exit and live at the peak, named by the dynamic symbols (`frugal run
  * --profile` names them again by file and line from the JSON). */
 static fg_rare void profile_write(void) {
-  bool was = _fg_stacks_enter();
+  bool was = _fg_own_begin();
   char dir[4096];
   _fg_expand_pid(fg_option_get_string(FG_OPTION_PROFILE), dir, sizeof dir);
   mkdir(dir, 0755);
@@ -321,7 +321,7 @@ static fg_rare void profile_write(void) {
             write_file(dir, "peak.folded", write_folded, BY_PEAK);
   pthread_mutex_unlock(&sample_lock);
   if (!ok) _fg_warning("cannot write FRUGAL_PROFILE files in ", dir);
-  _fg_stacks_leave(was);
+  _fg_own_end(was);
 }
 
 /* The test stays out of the rare code (see stats_report.c's stats_at_exit). */

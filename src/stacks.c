@@ -18,7 +18,6 @@ static pthread_mutex_t stack_lock = PTHREAD_MUTEX_INITIALIZER;
 static stack_entry_t *stack_table;
 static uint32_t *stack_index; /* open addressing over stack_table, entries are index + 1 */
 static size_t stack_cap, stack_count;
-static __thread bool in_capture __attribute__((tls_model("initial-exec")));
 /* libunwind's unw_backtrace, loaded by _fg_stacks_load when stacks are asked for: the
  * library is not a dependency of every program frugal is preloaded into. */
 static int (*backtrace_fn)(void **frames, int max);
@@ -31,21 +30,13 @@ uint64_t _fg_mix(uint64_t x) {
   return x;
 }
 
-bool _fg_stacks_capturing(void) { return in_capture; }
-bool _fg_stacks_enter(void) {
-  bool was = in_capture;
-  in_capture = true;
-  return was;
-}
-void _fg_stacks_leave(bool was) { in_capture = was; }
-
 fg_rare bool _fg_stacks_load(const char *who) {
   if (backtrace_fn != NULL) return true;
-  bool was = _fg_stacks_enter();
+  bool was = _fg_own_begin();
   void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) lib = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
   void *fn = lib != NULL ? dlsym(lib, "unw_backtrace") : NULL;
-  _fg_stacks_leave(was);
+  _fg_own_end(was);
   if (fn == NULL) {
     if (who != NULL) _fg_warning(who, ": libunwind not found (apt-get install libunwind8): no call stacks");
     return false;
@@ -116,7 +107,7 @@ static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
 /* pthread_getattr_np reads /proc/self/maps for the main thread (slow, and it allocates), so the
  * main thread's comes from __libc_stack_end; another thread's is its pthread stack (its
- * cpuset query allocates: in_capture keeps that allocation from sampling itself). */
+ * cpuset query allocates: _fg_own_begin keeps that allocation from sampling itself). */
 static fg_noinline void stack_learn(void) {
   uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
   stack_hi = 1;
@@ -166,8 +157,8 @@ static inline int fp_walk(void **pc, int max) {
  * frame-pointer walk keeps them all: frugal's entry points reach their slow paths by tail
  * jumps, which leave no frame, so a count could drop the program's own. */
 uint32_t _fg_stack_capture(int skip) {
-  if (in_capture) return FG_NO_STACK;
-  in_capture = true;
+  if (_fg_own_doing()) return FG_NO_STACK;
+  _fg_own_begin();
   void *pc[FG_STACK_FRAMES + 4];
   int depth;
   if (backtrace_fn != NULL) {
@@ -182,7 +173,7 @@ uint32_t _fg_stack_capture(int skip) {
   pthread_mutex_lock(&stack_lock);
   uint32_t id = stack_intern(pc + skip, n);
   pthread_mutex_unlock(&stack_lock);
-  in_capture = false;
+  _fg_own_end(false);
   return id;
 }
 

@@ -192,7 +192,7 @@ fg_rare void _fg_ledger_alloc(void *p, size_t size) {
   /* The unwinder's own allocations while it captures a stack (glibc's TLS block for
    * libunwind, once per thread) are frugal's doing, not the program's: left unknown, they
    * are counted at neither end. */
-  size_t stored = _fg_stacks_capturing() ? 0 : size + 1;
+  size_t stored = _fg_own_doing() ? 0 : size + 1;
   if (loc.slot != NULL)
     *loc.slot = (uint32_t)stored;
   else

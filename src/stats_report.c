@@ -356,7 +356,7 @@ fg_rare void _fg_expand_pid(const char *path, char *out, size_t size) {
 }
 
 static fg_rare void report_at_exit(void) {
-  _fg_stacks_enter(); /* frees during the report must not touch the leak table's lock order */
+  _fg_own_begin(); /* frees during the report must not touch the leak table's lock order */
   const char *file = fg_option_get_string(FG_OPTION_STATS_FILE);
   if (file != NULL) {
     char path[4096];
