@@ -117,16 +117,17 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
   return malloc_big(size, heap);
 }
 
-/* The sampler's countdown ran out (sample.c): a sampled block, or the plain one. */
-static fg_noinline void *malloc_sampled(fg_heap_t *heap, size_t size, void *(*failed)(size_t)) {
+/* The sampler's countdown ran out (sample.c): a sampled block, or the plain one, from the
+ * thread's heap as it is now (a thread's first allocation gets its heap in the sampler). */
+static fg_noinline void *malloc_sampled(size_t size, void *(*failed)(size_t)) {
   void *p = _fg_sample_alloc(size, 0, false);
-  return p != NULL ? p : malloc_fast(heap, size, failed);
+  return p != NULL ? p : malloc_fast(_fg_heap(), size, failed);
 }
 
 /* fg_malloc and operator new: the sampler's countdown, then the fast path. */
 static inline void *malloc_counted(size_t size, void *(*failed)(size_t)) {
   fg_heap_t *heap = _fg_heap();
-  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(heap, size, failed);
+  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(size, failed);
   return malloc_fast(heap, size, failed);
 }
 

@@ -194,6 +194,10 @@ fg_rare void _fg_sample_free(fg_segment_t *s) {
  * here as a large block (NULL: take the plain path). */
 void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
   fg_heap_t *heap = _fg_heap();
+  /* A thread's first allocation trips (the empty heap's countdown is 0): with sampling on it
+   * gets its heap here, so that its first block is as likely to be sampled or guarded as
+   * any (FRUGAL_GUARD_EVERY=1 guards it too). */
+  if (heap == &_fg_heap_empty && trip_mean != 0 && _fg_heap_init_thread() != NULL) heap = _fg_heap();
   /* A heap's first trip starts its countdown (sample_left begins at 0), it ends no period. */
   if (ledger_trips && heap->sample_rng != 0) _fg_ledger_sample();
   if (heap == &_fg_heap_empty || trip_mean == 0) { /* not yet a heap of its own, or off */

@@ -61,6 +61,17 @@ static void use_after_free_write_later(void) { /* after other allocations and fr
   *shared_ptr = (uintptr_t)(p + 40);
   p[40] = 7;
 }
+static void *first_in_thread(void *arg) { /* the thread's first allocation: guarded too */
+  char *p = tu_ptr(malloc(64));
+  *shared_ptr = (uintptr_t)(p + 64);
+  p[64] = 1;
+  return arg;
+}
+static void overflow_thread_first(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, first_in_thread, NULL);
+  pthread_join(t, NULL);
+}
 static void not_ours(void) { /* a fault frugal must pass on */
   char *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   *shared_ptr = (uintptr_t)p;
@@ -77,6 +88,7 @@ typedef struct bug_s {
 
 static const bug_t bugs[] = {
     {"write 1 byte past a 32-byte block", overflow_32, "heap-buffer-overflow", 0, 1},
+    {"write 1 byte past a thread's first block, of 64 bytes", overflow_thread_first, "heap-buffer-overflow", 0, 1},
     {"read 1 byte past a 4096-byte block", overflow_read_page, "heap-buffer-overflow", 0, 0},
     {"write 120 bytes into a 100-byte block", overflow_rounded, "heap-buffer-overflow", 0, 1},
     {"write 1 byte before a 48-byte block", underflow_1, "heap-buffer-underflow", 0, 2},
@@ -111,7 +123,6 @@ static void coroutine_allocations(void) {
   CHECK("100 guarded allocations on a coroutine's heap stack", co_done == 1);
 }
 static void *thread_bug(void *arg) {
-  free(tu_ptr(malloc(8))); /* a thread's first allocation makes its heap, and is never guarded */
   use_after_free_read();
   return arg;
 }
