@@ -39,6 +39,12 @@ static const option_row_t rows[FG_OPTION_COUNT] = {
 
 long _fg_option_values[FG_OPTION_COUNT];
 static const char *option_strings[FG_OPTION_COUNT];
+/* String values are copied here: programs that set their process title (redis, postgres,
+ * nginx) write over their environment's memory, and the path a report is written to at exit
+ * was gone by then. Static, as options are read before frugal may allocate: room for every
+ * string option at PATH_MAX. */
+static char string_store[2 * 4096];
+static size_t string_used;
 
 /* Variables of frugal's tools (tests, CLI), not allocator options: no warning. */
 static const char *const tool_prefixes[] = {"FRUGAL_BUILD", "FRUGAL_STRESS_", "FRUGAL_TEST_", NULL};
@@ -79,7 +85,14 @@ void _fg_options_init(void) {
       continue;
     }
     if (rows[row].is_string) {
-      option_strings[row] = eq[1] != '\0' ? eq + 1 : NULL;
+      size_t len = strlen(eq + 1);
+      option_strings[row] = NULL;
+      if (len > 0 && string_used + len + 1 <= sizeof string_store) {
+        option_strings[row] = memcpy(string_store + string_used, eq + 1, len + 1);
+        string_used += len + 1;
+      } else if (len > 0) {
+        _fg_warning("value too long, ignored: ", *env);
+      }
       _fg_option_values[row] = option_strings[row] != NULL;
       continue;
     }
