@@ -196,7 +196,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     usable = _fg_large_usable(s, p);
   } else {
     usable = _fg_usable_from(page, p);
-    if (size <= usable && size >= usable / 2) return p; /* shrinking by less than half: stay */
+    if (_fg_realloc_stays(size, usable, page->class_idx)) return p;
     if (size > usable && size <= FG_CLASS_MAX && _fg_heap_regrow(page, p, size)) return p;
   }
   if (size > FG_MAX_ALLOC) {

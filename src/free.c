@@ -61,7 +61,7 @@ fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg) {
   return page;
 }
 
-static inline bool wrong_size(size_t size, size_t usable) { return _fg_wrong_size(size, usable); }
+static inline bool wrong_size(size_t size, size_t usable) { return _fg_wrong_size(size, usable, 0); }
 
 /* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
  * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
@@ -221,7 +221,7 @@ static fg_noinline fg_warm void free_sized_slow(void *p, size_t size, bool user)
   unsigned page_shift = s->page_shift;
   if (!_fg_cookie_ok(s)) _fg_misuse("not a frugal pointer", p);
   if (s->kind == FG_SEG_LARGE) {
-    if (wrong_size(size, _fg_large_usable(s, p))) _fg_misuse("wrong size in sized free", p);
+    if (_fg_wrong_size(size, _fg_large_usable(s, p), FG_OS_PAGE)) _fg_misuse("wrong size in sized free", p);
   } else {
     fg_page_t *page = _fg_page_at(s, p, page_shift);
     if (page->heap == NULL) _fg_misuse("double free", p); /* its page was released */

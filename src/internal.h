@@ -577,11 +577,21 @@ void _fg_expand_pid(const char *path, char *out, size_t size); /* "%p" -> the pi
 void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc, usable-size and secure mode -------------------------------- */
-/* Sized frees check the size (policy, see README): it cannot be bigger than the block, nor
- * less than half of it (realloc keeps a block that shrinks by less than half): size > usable
- * or size * 2 + 16 < usable, in one compare, as usable - size wraps to more than size + 16
- * when size > usable. (Not for sizes of 2^63 and more, which no object has.) */
-static inline bool _fg_wrong_size(size_t size, size_t usable) { return usable - size > size + 16; }
+/* The waste bound on every path: a block of `usable` bytes handed out for `size` leaves at
+ * most usable / 8 + 7 bytes unused, as malloc's classes do (at most 12.5 % over the request
+ * from 128 B up, 8-byte steps below) and realloc keeps (_fg_realloc_stays). A sized free
+ * whose size leaves more is a wrong size (policy: README), and so is one bigger than the
+ * block: usable - size then wraps (not for sizes 2^61 past the block, which no object has).
+ * `slack`: what else the block may hold, beyond the bound: a large block's page rounding. */
+static inline bool _fg_wrong_size(size_t size, size_t usable, size_t slack) {
+  return (usable - size) * 8 > usable + 56 + 8 * slack;
+}
+/* realloc keeps a small block for a smaller size if it stays within 12.5 % of unused bytes,
+ * or in its class (below 128 B, where classes step by 8); else it moves (glibc shrinks in
+ * place, and a generous allocation trimmed by realloc kept up to 2 x its bytes). */
+static inline bool _fg_realloc_stays(size_t size, size_t usable, uint32_t class_idx) {
+  return size <= usable && ((usable - size) * 8 <= usable || _fg_class_of(size) == class_idx);
+}
 /* A flagged page (FG_USED_SLOW) after a free: out of the full list, and retired if empty. */
 void _fg_page_unflag(fg_page_t *page);
 /* The page of a live small block (NULL for a large one, *seg set either way), or abort with

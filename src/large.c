@@ -641,6 +641,9 @@ void _fg_large_free(fg_segment_t *s, const void *p) {
 size_t _fg_large_usable(fg_segment_t *s, const void *p) {
   if (fg_unlikely(s->guarded)) return _fg_guard_usable(s, p);
   large_check(s, p);
+  /* A sampled small block is as usable as the plain path's block would be: a program behaves
+   * the same, sampled or not (a sized delete of it is checked against its class). */
+  if (fg_unlikely(s->sampled) && s->sample_size <= FG_CLASS_MAX) return _fg_class_size(_fg_class_of(s->sample_size));
   return s->mapped - s->large_offset - _fg_secure_guard();
 }
 
@@ -685,12 +688,14 @@ static fg_segment_t *move_live(fg_segment_t *s, size_t size) {
  * block, else move the pages (move_live). No copy, no fault on the kept pages. NULL when the
  * block must be copied. */
 fg_warm void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size) {
-  if (s->guarded) return NULL; /* a guarded block moves (the caller's _fg_large_usable checks it) */
+  /* A guarded block moves (the caller's _fg_large_usable checks it), and so does a sample,
+   * whose usable size is its request's class. */
+  if (s->guarded || s->sampled) return NULL;
   large_check(s, p);
   size_t usable = s->mapped - s->large_offset - _fg_secure_guard(), old = s->mapped;
-  if (size <= usable && size >= usable / 2) {
+  if (size <= usable) { /* shrink in place when more than 12.5 % would stay unused */
     size_t want = fg_align_up(s->large_offset + size, FG_OS_PAGE);
-    if ((s->mapped - want) * 8 > s->mapped) {
+    if ((usable - size) * 8 > usable && want < s->mapped) {
       shrink(s, want);
       live_resized(s, old);
     }

@@ -410,7 +410,7 @@ fg_rare void _fg_secure_free_small(void *p, size_t size, unsigned sized, unsigne
   size_t off = (size_t)(b - page->start), bsize = page->block_size;
   if (fg_unlikely(page->heap != _fg_heap())) goto other;
   if (fg_unlikely((page->used & FG_USED_SECURE) == 0)) goto checked;
-  if (fg_unlikely(sized && _fg_wrong_size(size, bsize))) goto checked;
+  if (fg_unlikely(sized && _fg_wrong_size(size, bsize, 0))) goto checked;
   size_t idx;
   if (fg_unlikely(!_fg_block_carved_at(page, off, &idx))) goto checked; /* aligned, or a misuse */
   uint32_t *slot = &page->requested[idx];

@@ -4,8 +4,9 @@
  * uses that look close to misuse) must exit 0 without such a line.
  *
  * Sized-free policy (frugal's choice, like jemalloc's): free_sized, free_aligned_sized and
- * sized operator delete with a size whose size class differs from the block's abort with
- * "wrong size"; a different size in the same class is accepted. */
+ * sized operator delete with a size that leaves more of the block unused than malloc's classes
+ * and realloc do (usable / 8 + 7 bytes) abort with "wrong size"; a different size in the same
+ * class, or one realloc kept the block for, is accepted. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -191,6 +192,12 @@ static void wrong_delete_array_sized(void) {
   cxx_delete_array_sized(p, tu_size(24));
 }
 
+static void wrong_free_sized_within_half(void) { /* 600 of a 1,024-byte block: 41 % unused */
+  void *p = malloc(1000);
+  expect(p);
+  free_sized(p, tu_size(600));
+}
+
 /* ---- controls: legal, must not abort ---- */
 static void ok_sized_same_class(void) {
   void *p = malloc(60);
@@ -203,6 +210,12 @@ static void ok_sized_same_class(void) {
   cxx_delete_sized(s, 64);
   void *t = malloc(8 << 20);
   free_sized(t, 8 << 20);
+  void *u = realloc(malloc(1000), 900); /* kept in its 1,024-byte block, 12 % unused */
+  free_sized(u, 900);
+  void *v = realloc(malloc(1000), 520); /* moved: a 1,024-byte block would leave 49 % */
+  free_sized(v, 520);
+  void *w = realloc(malloc(3 << 20), (3 << 20) - 300000); /* a large block, shrunk in place */
+  free_sized(w, (3 << 20) - 300000);
 }
 static void ok_reuse_then_free(void) {
   for (int i = 0; i < 1000; i++) {
@@ -253,6 +266,7 @@ static const death_t cases[] = {
     {"free_aligned_sized(64 B block, 64, 2000)", wrong_free_aligned_sized, "wrong size"},
     {"operator delete(64 B block, 4096)", wrong_delete_sized, "wrong size"},
     {"operator delete[](3000 B block, 24)", wrong_delete_array_sized, "wrong size"},
+    {"free_sized(1000 B block, 600)", wrong_free_sized_within_half, "wrong size"},
     {"control: sized frees with sizes of the right class", ok_sized_same_class, NULL},
     {"control: free of a block handed out again after a free", ok_reuse_then_free, NULL},
 };

@@ -249,6 +249,39 @@ static void grow_in_place(void) {
   }
 }
 
+/* The waste bound holds after a shrinking realloc as after malloc (RELIABILITY.md, "Bounds
+ * kept on every path"): a block trimmed to `to` leaves at most 12.5 % of itself unused (or 7
+ * bytes, the 8-byte steps of the small classes; a large block also its page rounding). Every table size cut to
+ * 1/16 ... 15/16 of itself, and the generous-then-trim case: malloc(1000), realloc(p, 520). */
+static void shrink_bound(const size_t *sizes, size_t n) {
+  long over = 0, pairs = 0;
+  int reported = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 1; k < 16; k++) {
+      size_t from = sizes[i], to = from * k / 16;
+      if (to == 0) continue;
+      char *p = tu_ptr(malloc(from));
+      memset(p, 'r', from);
+      char *q = tu_ptr(realloc(p, to));
+      size_t usable = malloc_usable_size(q);
+      size_t allowed = (usable / 8 > 7 ? usable / 8 : 7) + (usable > (256 << 10) ? 4096 : 0);
+      pairs++;
+      if (usable < to || usable - to > allowed || q[to - 1] != 'r') {
+        over++;
+        if (reported++ < 10) check_note("realloc(%zu -> %zu): usable %zu", from, to, usable);
+      }
+      free(q);
+    }
+  }
+  CHECKF(over == 0, "a shrinking realloc leaves at most 12.5 %% of the block unused: %ld pairs (%ld over)", pairs,
+         over);
+  char *p = tu_ptr(malloc(1000));
+  char *q = tu_ptr(realloc(p, 520));
+  CHECKF(malloc_usable_size(q) <= 520 + 520 / 8, "malloc(1000), realloc(p, 520): %zu usable bytes (at most 585)",
+         malloc_usable_size(q));
+  free(q);
+}
+
 int main(void) {
   size_t sizes[200];
   size_t n = class_sizes(sizes);
@@ -259,6 +292,7 @@ int main(void) {
   small_large(sizes, n);
   byte_steps();
   usable_kept(sizes, n);
+  shrink_bound(sizes, n);
   huge(sizes, n);
   grow_blocked();
   grow_in_place();

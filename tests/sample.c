@@ -1,7 +1,8 @@
 /* sample.c — the sampler (issue 13): with FRUGAL_PROFILE set, about one allocation per
- * FRUGAL_SAMPLE_BYTES bytes is served as a large block of its own, which malloc_usable_size
- * shows (a page or more for a 64-byte request). Run as `test_sample on` with the mean set to
- * 64 KiB and as `test_sample off` with sampling off; ctest sets the environment. */
+ * FRUGAL_SAMPLE_BYTES bytes is served as a large block of its own, right behind the header of
+ * its 4 MiB segment (where no small block lies), and usable as the plain block would be (its
+ * class size: a program behaves the same, sampled or not). Run as `test_sample on` with the
+ * mean set to 64 KiB and as `test_sample off` with sampling off; ctest sets the environment. */
 #include <malloc.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,15 +10,28 @@
 #include <string.h>
 
 #include "check.h"
+#include "frugal.h"
 
 #define N 200000
 #define MEAN 65536.0 /* FRUGAL_SAMPLE_BYTES in CMakeLists.txt */
 
 static void *blocks[N];
 
-/* A sampled block is a large block of its own page (its bytes behind the header, ~3.5 KiB of
- * room); a block of these sizes (all up to 1 KiB) is otherwise in a class of at most 1 KiB. */
-static int is_sampled(void *p, size_t size) { return malloc_usable_size(p) >= 2048 && size <= 1024; }
+/* A sampled block lies in the first page of its segment, behind the large block's header; a
+ * small block lies past its segment's header and page table (8 KiB in). */
+static int is_sampled(void *p, size_t size) { return ((uintptr_t)p & ((4u << 20) - 1)) < 4096 && size <= 1024; }
+
+/* The class size malloc gives a plain block of `size` (the usable size a sample must show). */
+static size_t plain_usable(size_t size) {
+  void *blocks_of[64];
+  size_t u = 0;
+  for (int i = 0; i < 64; i++) {
+    blocks_of[i] = malloc(size);
+    if (!is_sampled(blocks_of[i], size)) u = malloc_usable_size(blocks_of[i]);
+  }
+  for (int i = 0; i < 64; i++) free(blocks_of[i]);
+  return u;
+}
 
 /* n blocks of `size` from `how` (0 malloc, 1 calloc, 2 realloc from NULL then grown): how many
  * came out sampled; every block is checked (zeroed when calloc'd, content kept by realloc). */
@@ -73,9 +87,11 @@ int main(int argc, char **argv) {
     char *p = malloc(48);
     if (is_sampled(p, 48)) {
       seen++;
-      CHECKF(((uintptr_t)p & 15) == 0 && malloc_usable_size(p) >= 48, "sampled block %p aligned, usable >= 48",
-             (void *)p);
+      CHECKF(((uintptr_t)p & 15) == 0 && malloc_usable_size(p) == plain_usable(48),
+             "sampled block %p aligned, usable as a plain block of 48 B (%zu)", (void *)p, malloc_usable_size(p));
       memset(p, 1, malloc_usable_size(p));
+      fg_free_sized(p, 48); /* a sized free (C++'s sized delete) of a sample: its class size */
+      continue;
     }
     free(p);
   }
