@@ -229,7 +229,8 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
     return _fg_guard_alloc(size, zero);
   }
   int saved = errno;
-  void *p = _fg_large_alloc(size, align, zero);
+  /* Room for the request's class: its usable size, as the plain path's block (large.c). */
+  void *p = _fg_large_alloc(size <= FG_CLASS_MAX ? _fg_class_size(_fg_class_of(size)) : size, align, zero);
   if (p == NULL) { /* the plain path may still find room, and must not see our ENOMEM */
     errno = saved;
     return NULL;
@@ -307,6 +308,23 @@ static fg_rare void write_json(fg_writer_t *w, which_t which) {
     first = false;
   }
   _fg_w_printf(w, "]}\n");
+}
+
+/* The profile now, as profile.json holds it at exit (the control channel's `profile`). */
+fg_rare bool _fg_profile_json_to(int fd) {
+  if (!profile_on) return false;
+  char *buf = _fg_os_alloc_aligned(1 << 16, FG_OS_PAGE);
+  if (buf == NULL) return false;
+  bool was = _fg_own_begin();
+  fg_writer_t w = {buf, 1 << 16, 0, fd};
+  pthread_mutex_lock(&sample_lock);
+  peak_update(false);
+  write_json(&w, BY_ALLOC);
+  pthread_mutex_unlock(&sample_lock);
+  _fg_w_flush(&w);
+  _fg_own_end(was);
+  _fg_os_free(buf, 1 << 16);
+  return true;
 }
 
 /* FRUGAL_PROFILE=DIR (%p: the pid): DIR/profile.json, and the folded stacks of bytes

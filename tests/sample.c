@@ -96,5 +96,18 @@ int main(int argc, char **argv) {
     free(p);
   }
   if (on) CHECK("sampled blocks were seen", seen > 0);
+  /* Every byte of its usable size is the program's, sampled or not: sizes whose class ends
+   * past the page their request ends in (sampled blocks are mapped for their class). */
+  size_t sampled_big = 0;
+  for (size_t size = 3000; size <= 8192; size += 61) { /* small classes: their blocks sit 8 KiB in */
+    for (int k = 0; k < 16; k++) {
+      char *p = malloc(size);
+      sampled_big += is_sampled(p, 1);
+      memset(p, 7, malloc_usable_size(p));
+      free(p);
+    }
+  }
+  CHECKF(on ? sampled_big > 0 : sampled_big == 0,
+         "blocks of 3,000 B to 8 KiB written to their usable size (%zu of them sampled)", sampled_big);
   return check_finish(on ? "sample on" : "sample off");
 }
