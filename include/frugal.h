@@ -79,7 +79,9 @@ bool fg_is_owned(const void *p);
   X(GUARD_EVERY, 500000, 0, 1L << 30, 0,                                                                             \
     "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of reach a while after free " \
     "(0: off; 1: every one)")                                                                                  \
-  X(GUARD_UNDERFLOW, 0, 0, 1, 0, "1: guarded blocks start right after their guard page (catch underflows, not overflows)")
+  X(GUARD_UNDERFLOW, 0, 0, 1, 0, "1: guarded blocks start right after their guard page (catch underflows, not overflows)") \
+  X(CONTROL, -1, -1, 1, 0,                                                                                     \
+    "1: answer `frugal snapshot` and `frugal top` on a UNIX socket while running; 0: never; -1: with the ledger or a profile on")
 
 typedef enum fg_option_e {
 #define FG_X(name, def, min, max, is_string, help) FG_OPTION_##name,

@@ -177,7 +177,7 @@ fg_warm void _fg_heap_thread_done(void *arg) {
   abandon(heap, now);
   pthread_mutex_unlock(&heaps_lock);
   _fg_purger_wake(); /* it gives the heap back if nobody adopts it */
-  if (atomic_load_explicit(&heaps_owned, memory_order_relaxed) == 0) _fg_purger_threads_ended();
+  if (atomic_load_explicit(&heaps_owned, memory_order_relaxed) == 0) _fg_threads_ended();
 }
 
 size_t _fg_heaps_owned(void) { return atomic_load_explicit(&heaps_owned, memory_order_relaxed); }
@@ -635,6 +635,24 @@ fg_warm void _fg_collect_all(fg_heap_t *heap, bool force) {
   uint64_t now = _fg_clock_ms();
   _fg_segment_cache_collect(now, force);
   _fg_large_cache_collect(now, force);
+}
+
+/* Everything every cache holds, given back now (the control channel's `collect`): what
+ * fg_collect(true) gives back, and the live threads' free slots and cached large blocks as
+ * the purger's pass gives them back once expired (a clock far ahead expires them all). */
+uint64_t _fg_collect_now(void) {
+  uint8_t was = _fg_returning_for(FG_BY_COLLECT);
+  pthread_mutex_lock(&heaps_lock);
+  for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
+    if (!heap->owned) continue;
+    _fg_segment_purge_expired(heap, UINT64_MAX / 2, false);
+    _fg_large_heap_expire(heap, UINT64_MAX / 2); /* into the process cache, collected next */
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  _fg_collect_all(&_fg_heap_empty, true);
+  uint64_t bytes = _fg_returned_bytes;
+  _fg_returning_end(was);
+  return bytes;
 }
 
 /* The purger's pass: what expired in every heap's free slots and large cache (under the

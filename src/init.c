@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -119,6 +120,38 @@ void _fg_process_init(void) {
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
+/* ---- the program's end --------------------------------------------------------------------- */
+
+/* Nothing of the program runs any more: no thread frugal knows of owns a heap, and the
+ * kernel counts no thread but the caller beside a main thread that ended with pthread_exit
+ * (a zombie until the process ends) and frugal's other background thread. /proc/self/stat
+ * has both: the main thread's state (field 3) and the number of threads (field 20).
+ * Unreadable (no /proc, a sandbox): taken as ended, so the caller ends; the next cache
+ * starts it again if anyone still runs. */
+bool _fg_program_ended(void) {
+  if (_fg_heaps_owned() != 0) return false;
+  char buf[512];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  if (p == NULL || p[1] != ' ') return true;
+  char main_state = p[2];
+  for (int field = 3; field < 20 && p != NULL; field++) p = strchr(p + 1, ' ');
+  if (p == NULL) return true;
+  long threads = 0;
+  for (p++; *p >= '0' && *p <= '9'; p++) threads = threads * 10 + (*p - '0');
+  return threads - (main_state == 'Z') <= _fg_purger_running() + _fg_control_running();
+}
+
+void _fg_threads_ended(void) {
+  _fg_purger_threads_ended();
+  _fg_control_threads_ended();
+}
+
 /* ---- fork: take every lock before, release (parent) or re-create (child) after ---------- */
 
 static void fork_prepare(void) {
@@ -142,6 +175,7 @@ static void fork_child(void) {
   _fg_heaps_unlock(true);
   _fg_sample_lock_all(false);
   _fg_purger_after_fork_child();
+  _fg_control_after_fork_child();
 }
 
 /* Runs when the library is loaded (after libc is ready): the only step that may allocate,
@@ -152,6 +186,7 @@ __attribute__((constructor(101))) static void fg_constructor(void) {
   _fg_stats_start();
   _fg_sample_start();
   _fg_purger_enable();
+  _fg_control_enable();
 }
 
 fg_export const char *fg_version(void) { return FRUGAL_VERSION; }

@@ -385,8 +385,24 @@ void _fg_collect_all(fg_heap_t *heap, bool force); /* every layer; heap may be t
 void _fg_purger_enable(void); /* from the constructor: the thread may start from now on */
 void _fg_purger_wake(void);   /* something was cached; call with no frugal lock held */
 void _fg_purger_threads_ended(void); /* the last thread with a heap exited */
+bool _fg_purger_running(void);
 void _fg_purger_after_fork_child(void);
 size_t _fg_heaps_owned(void); /* heap.c: heaps whose thread lives */
+uint64_t _fg_collect_now(void); /* heap.c: every cache of every heap given back; the bytes */
+/* init.c: the program's threads have all ended (only frugal's own live): the background
+ * threads end then, so that the process ends as it would without them. */
+bool _fg_program_ended(void);
+void _fg_threads_ended(void); /* the last thread with a heap exited: the background threads look */
+
+/* ---- control.c: the control channel (`frugal snapshot`, `frugal top`) ---------------------- */
+void _fg_control_enable(void); /* from the constructor */
+void _fg_control_poke(void);   /* something was cached: a channel that should run, runs */
+void _fg_control_threads_ended(void);
+bool _fg_control_running(void);
+void _fg_control_after_fork_child(void);
+void _fg_stats_json_to(int fd);   /* stats_report.c: the ledger's JSON */
+bool _fg_profile_json_to(int fd); /* sample.c: the profile's JSON now; false: no profile */
+void _fg_options_json_to(int fd); /* options.c: the options in effect, as JSON */
 
 /* ---- large.c: blocks above the largest class, and the large cache ------------------------ */
 void *_fg_large_alloc(size_t size, size_t align, bool zero);

@@ -121,6 +121,29 @@ fg_export fg_rare void fg_option_set(fg_option_t o, long v) {
   _fg_option_values[o] = v;
 }
 
+/* The options in effect, as JSON: {"options":[{"name":..,"value":..,"default":..},..]}. */
+fg_rare void _fg_options_json_to(int fd) {
+  char buf[4096];
+  fg_writer_t w = {buf, sizeof buf, 0, fd};
+  _fg_w_printf(&w, "{\"options\":[");
+  for (int i = 0; i < FG_OPTION_COUNT; i++) {
+    _fg_w_printf(&w, "%s{\"name\":", i ? "," : "");
+    _fg_w_jstr(&w, rows[i].name);
+    _fg_w_printf(&w, ",\"value\":");
+    if (rows[i].is_string) {
+      if (option_strings[i] != NULL)
+        _fg_w_jstr(&w, option_strings[i]);
+      else
+        _fg_w_printf(&w, "null");
+    } else {
+      _fg_w_printf(&w, "%ld", _fg_option_values[i]);
+    }
+    _fg_w_printf(&w, ",\"default\":%ld}", rows[i].def);
+  }
+  _fg_w_printf(&w, "]}\n");
+  _fg_w_flush(&w);
+}
+
 static void put_long(char *buf, size_t *n, long v) {
   char tmp[24];
   int k = 0;

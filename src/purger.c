@@ -6,11 +6,9 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
-#include <unistd.h>
 
 /* NOT_STARTED: no thread; the next cache starts one. A thread that finds nothing left to
  * expire ends (back to NOT_STARTED) rather than parks: a parked thread is a thread glibc
@@ -23,30 +21,6 @@ static pthread_mutex_t nap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t nap_cond;  /* on CLOCK_MONOTONIC: signalled when threads end */
 
 static __thread bool is_purger; /* its own passes cache things too: no need to wake itself */
-
-/* Nothing of the program runs any more: no thread frugal knows of owns a heap, and the
- * kernel counts no thread but this one beside a main thread that ended with pthread_exit
- * (a zombie until the process ends). /proc/self/stat has both: the main thread's state
- * (field 3) and the number of threads (field 20). Unreadable (no /proc, a sandbox): taken
- * as ended, so the thread ends; the next cache starts it again if anyone still runs. */
-static bool program_ended(void) {
-  if (_fg_heaps_owned() != 0) return false;
-  char buf[512];
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return true;
-  buf[n] = '\0';
-  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-  if (p == NULL || p[1] != ' ') return true;
-  char main_state = p[2];
-  for (int field = 3; field < 20 && p != NULL; field++) p = strchr(p + 1, ' ');
-  if (p == NULL) return true;
-  long threads = 0;
-  for (p++; *p >= '0' && *p <= '9'; p++) threads = threads * 10 + (*p - '0');
-  return threads - (main_state == 'Z') <= 1;
-}
 
 /* Ends the thread unless something was cached since its pass began; true if it ends. A
  * waker that saw RUNNING set `dirty` before it looked at the state, so one of the two sees
@@ -89,7 +63,7 @@ static void *purger_main(void *arg) {
   uint64_t pass_at = _fg_clock_ms() + every, poll = 0;
   for (;;) {
     if (atomic_exchange(&ended, false)) poll = 1;
-    if (poll != 0 && program_ended() && retire(true)) return NULL;
+    if (poll != 0 && _fg_program_ended() && retire(true)) return NULL;
     uint64_t now = _fg_clock_ms();
     if (now >= pass_at) {
       atomic_store(&dirty, false);
@@ -101,7 +75,7 @@ static void *purger_main(void *arg) {
     uint64_t wait = pass_at > now ? pass_at - now : 0;
     if (poll != 0) { /* still polling while no program thread owns a heap; else a pass's pace */
       if (wait > poll) wait = poll;
-      poll = _fg_heaps_owned() == 0 && poll < every ? poll * 2 : 0;
+      poll = _fg_heaps_owned() != 0 ? 0 : poll < every ? poll * 2 : every; /* while none owns one */
     }
     nap(wait);
   }
@@ -132,6 +106,7 @@ static fg_noinline void start(void) {
 /* Something was cached: the purger must see it. Called outside every frugal lock (starting
  * the thread allocates). One load on the common path. */
 void _fg_purger_wake(void) {
+  _fg_control_poke();
   int s = atomic_load_explicit(&state, memory_order_relaxed);
   if (s == RUNNING) {
     if (is_purger || atomic_load_explicit(&dirty, memory_order_relaxed)) return;
@@ -140,6 +115,8 @@ void _fg_purger_wake(void) {
   }
   if (s == NOT_STARTED && atomic_compare_exchange_strong(&state, &s, STARTING)) start();
 }
+
+bool _fg_purger_running(void) { return atomic_load(&state) >= STARTING; }
 
 /* The last thread with a heap exited (heap.c): the purger, if it runs, looks whether the
  * program is over. */

@@ -331,6 +331,8 @@ static fg_rare void report_to_fd(int fd, bool json) {
   _fg_stats_snapshot_free(st);
 }
 
+fg_rare void _fg_stats_json_to(int fd) { report_to_fd(fd, true); }
+
 fg_export fg_rare bool fg_stats_write(const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;

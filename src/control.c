@@ -1,0 +1,241 @@
+/* control.c — the control channel: while the ledger or the profile is on (FRUGAL_CONTROL), a
+ * thread of frugal's answers requests on a UNIX socket, so that a program that never ends (a
+ * server, a daemon) can be looked into while it runs (`frugal snapshot`, `frugal top`). The
+ * thread sleeps in poll, answers one request a connection from memory of its own (never the
+ * program's heaps: the program's threads never wait on it), takes no signal, refuses peers of
+ * another user, and ends with the program's last thread, as the purger does. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+enum { OFF, NOT_STARTED, STARTING, RUNNING };
+static _Atomic int state = OFF;
+static int wake_fds[2] = {-1, -1}; /* written when the program's threads end (_fg_control_threads_ended) */
+static int listen_fd = -1;
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static char sock_dir[sizeof sock_path - 24]; /* chosen at start: the environment may be rewritten later */
+static pid_t sock_pid; /* whose socket sock_path is: a fork child leaves its parent's alone */
+
+/* A client gets this long to send its request: one that connects and says nothing does not
+ * hold the channel. */
+#define REQUEST_MS 1000
+
+/* The directory only this user can enter: $XDG_RUNTIME_DIR/frugal, else /tmp/frugal-<uid>.
+ * Made 0700, and refused unless it is a directory of ours that no one else may enter: a
+ * directory or a link planted there by another user would hand them the socket. The client
+ * (python/frugal/control.py) derives the same path. */
+static bool socket_dir(char *out, size_t size) {
+  if (out[0] != '\0') return true; /* chosen already */
+  const char *xdg = NULL;
+  for (char **e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, "XDG_RUNTIME_DIR=/", 17) == 0) xdg = *e + 16;
+  int n = xdg != NULL ? snprintf(out, size, "%s/frugal", xdg) : snprintf(out, size, "/tmp/frugal-%u", (unsigned)geteuid());
+  if (n <= 0 || (size_t)n >= size) return false;
+  mkdir(out, 0700);
+  struct stat st;
+  if (lstat(out, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0) return true;
+  out[0] = '\0';
+  return false;
+}
+
+/* Sockets left by processes that are gone (a kill -9 runs no exit handler): any
+ * "<pid>.sock" whose process does not exist. getdents64 rather than opendir, which
+ * allocates. */
+static void clean_stale(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  long n;
+  while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+    for (long off = 0; off < n;) {
+      struct {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *d = (void *)(buf + off);
+      off += d->reclen;
+      char *end;
+      long pid = strtol(d->name, &end, 10);
+      if (pid <= 0 || strcmp(end, ".sock") != 0 || pid == getpid()) continue;
+      if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(fd, d->name, 0);
+    }
+  }
+  close(fd);
+}
+
+static int listen_socket(void) {
+  if (!socket_dir(sock_dir, sizeof sock_dir)) return -1;
+  clean_stale(sock_dir);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%d.sock", sock_dir, (int)getpid());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  unlink(addr.sun_path); /* a socket of an earlier process with our pid */
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 8) != 0) {
+    close(fd);
+    return -1;
+  }
+  memcpy(sock_path, addr.sun_path, sizeof sock_path);
+  sock_pid = getpid();
+  chmod(sock_path, 0600);
+  return fd;
+}
+
+static void send_text(int fd, const char *s) {
+  fg_writer_t w = {(char *)s, 0, 0, fd};
+  w.len = w.size = strlen(s);
+  _fg_w_flush(&w);
+}
+
+/* One request, one answer, then the connection closes. The request is read first, even
+ * from a peer about to be refused: its client then reads the answer rather than a reset. */
+static void answer(int fd) {
+  char req[64];
+  size_t got = 0;
+  while (got < sizeof req - 1 && memchr(req, '\n', got) == NULL) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, REQUEST_MS) <= 0) return; /* nothing said in time */
+    ssize_t n = read(fd, req + got, sizeof req - 1 - got);
+    if (n <= 0) return;
+    got += (size_t)n;
+  }
+  req[got] = '\0';
+  req[strcspn(req, "\r\n")] = '\0';
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != geteuid()) {
+    send_text(fd, "{\"error\":\"refused: another user\"}\n");
+  } else if (strcmp(req, "ledger") == 0) {
+    _fg_stats_json_to(fd);
+  } else if (strcmp(req, "profile") == 0) {
+    if (!_fg_profile_json_to(fd)) send_text(fd, "{\"error\":\"no profile: FRUGAL_PROFILE is not set\"}\n");
+  } else if (strcmp(req, "options") == 0) {
+    _fg_options_json_to(fd);
+  } else if (strcmp(req, "collect") == 0) {
+    char out[96];
+    snprintf(out, sizeof out, "{\"returned_bytes\":%lu}\n", (unsigned long)_fg_collect_now());
+    send_text(fd, out);
+  } else {
+    send_text(fd, "{\"error\":\"unknown request: one of ledger, profile, options, collect\"}\n");
+  }
+}
+
+/* Waits for a connection, or for the program's threads to end; then, as the purger does,
+ * polls until no thread of the program is left (1, 2, 4 ... ms) and ends, taking its socket
+ * with it. */
+static void *control_main(void *arg) {
+  (void)arg;
+  _fg_own_begin();
+  int poll_ms = -1;
+  for (;;) {
+    struct pollfd p[2] = {{listen_fd, POLLIN, 0}, {wake_fds[0], POLLIN, 0}};
+    int n = poll(p, 2, poll_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (p[1].revents & POLLIN) {
+      char sink[64];
+      while (read(wake_fds[0], sink, sizeof sink) > 0) {
+      }
+      poll_ms = 1;
+    }
+    if (poll_ms > 0) {
+      if (_fg_program_ended()) break;
+      poll_ms = _fg_heaps_owned() != 0 ? -1 : poll_ms < 256 ? poll_ms * 2 : 256; /* while none owns one */
+    }
+    if (p[0].revents & POLLIN) {
+      int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        answer(fd);
+        close(fd);
+      }
+    }
+  }
+  unlink(sock_path);
+  close(listen_fd);
+  listen_fd = -1;
+  atomic_store(&state, NOT_STARTED);
+  return NULL;
+}
+
+/* Every signal blocked (the program's are for its own threads), a small stack; glibc's
+ * thread structures are frugal's doing (_fg_own_begin). */
+static fg_noinline fg_rare void start(void) {
+  if (wake_fds[0] < 0 && pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) wake_fds[0] = wake_fds[1] = -1;
+  listen_fd = wake_fds[0] >= 0 ? listen_socket() : -1;
+  if (listen_fd < 0) {
+    atomic_store(&state, OFF);
+    _fg_warning("control channel off: ", "no socket directory of this user's own (XDG_RUNTIME_DIR or /tmp)");
+    return;
+  }
+  pthread_attr_t attr;
+  sigset_t all, old;
+  pthread_t t;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool was = _fg_own_begin();
+  int err = pthread_create(&t, &attr, control_main, NULL);
+  _fg_own_end(was);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    unlink(sock_path);
+    close(listen_fd);
+    listen_fd = -1;
+  }
+  atomic_store(&state, err == 0 ? RUNNING : OFF);
+}
+
+/* From the slow paths that cache memory (the purger's wake): a fork child, or a program whose
+ * channel ended with its threads and then went on, gets its socket again. One load. */
+void _fg_control_poke(void) {
+  int s = atomic_load_explicit(&state, memory_order_relaxed);
+  if (s == NOT_STARTED && atomic_compare_exchange_strong(&state, &s, STARTING)) start();
+}
+
+bool _fg_control_running(void) { return atomic_load(&state) >= STARTING; }
+
+void _fg_control_threads_ended(void) {
+  if (wake_fds[1] >= 0 && atomic_load(&state) == RUNNING && write(wake_fds[1], "", 1) < 0) {
+  }
+}
+
+/* From the constructor: FRUGAL_CONTROL 1, or -1 (the default) with the ledger or a profile. */
+void _fg_control_enable(void) {
+  long on = _fg_option(FG_OPTION_CONTROL);
+  if (on == 0 || (on < 0 && !_fg_ledger_active() && fg_option_get_string(FG_OPTION_PROFILE) == NULL)) return;
+  socket_dir(sock_dir, sizeof sock_dir);
+  atomic_store(&state, NOT_STARTED);
+  _fg_control_poke();
+}
+
+/* Fork: the child has no control thread and must not answer on its parent's socket; it gets
+ * one of its own at its next cache (_fg_control_poke). */
+void _fg_control_after_fork_child(void) {
+  if (atomic_load(&state) == OFF) return;
+  if (listen_fd >= 0) close(listen_fd);
+  listen_fd = -1;
+  if (wake_fds[0] >= 0) close(wake_fds[0]), close(wake_fds[1]);
+  wake_fds[0] = wake_fds[1] = -1;
+  atomic_store(&state, NOT_STARTED);
+}
+
+/* The socket goes with the process (the thread may not get to it: exit() does not wait). */
+__attribute__((destructor)) static void control_at_exit(void) {
+  if (sock_pid == getpid() && sock_path[0] != '\0') unlink(sock_path);
+}
