@@ -81,7 +81,10 @@ bool fg_is_owned(const void *p);
     "(0: off; 1: every one)")                                                                                  \
   X(GUARD_UNDERFLOW, 0, 0, 1, 0, "1: guarded blocks start right after their guard page (catch underflows, not overflows)") \
   X(CONTROL, -1, -1, 1, 0,                                                                                     \
-    "1: answer `frugal snapshot` and `frugal top` on a UNIX socket while running; 0: never; -1: with the ledger or a profile on")
+    "1: answer `frugal snapshot` and `frugal top` on a UNIX socket while running; 0: never; -1: with the ledger or a profile on") \
+  X(SNAPSHOT_EVERY_S, 0, 0, 86400, 0,                                                                          \
+    "seconds between snapshots (ledger.json, profile.json) written under the profile's or the ledger file's directory, in snapshots/PID-TIME/ (0: none)") \
+  X(SNAPSHOT_KEEP, 24, 1, 100000, 0, "snapshots kept per process: the oldest go as new ones are written")
 
 typedef enum fg_option_e {
 #define FG_X(name, def, min, max, is_string, help) FG_OPTION_##name,

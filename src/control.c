@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { OFF, NOT_STARTED, STARTING, RUNNING };
@@ -27,6 +28,13 @@ static int listen_fd = -1;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static char sock_dir[sizeof sock_path - 24]; /* chosen at start: the environment may be rewritten later */
 static pid_t sock_pid; /* whose socket sock_path is: a fork child leaves its parent's alone */
+
+/* Periodic snapshots (FRUGAL_SNAPSHOT_EVERY_S): written by this thread into
+ * <dir>/snapshots/<pid>-<unix time>/, dir being FRUGAL_PROFILE's (else FRUGAL_STATS_FILE's
+ * directory), the last FRUGAL_SNAPSHOT_KEEP of them kept: the hour before a crash or an OOM
+ * kill stays on disk for `frugal diff`. */
+static char snap_dir[3800]; /* room left in a PATH_MAX for what goes under it */
+static uint64_t snap_every_ms, snap_due;
 
 /* A client gets this long to send its request: one that connects and says nothing does not
  * hold the channel. */
@@ -134,6 +142,96 @@ static void answer(int fd) {
   }
 }
 
+static bool write_file(const char *dir, const char *name, bool (*body)(int fd)) {
+  char path[sizeof snap_dir + 128];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = body(fd);
+  return close(fd) == 0 && ok;
+}
+static bool ledger_body(int fd) {
+  _fg_stats_json_to(fd);
+  return true;
+}
+
+/* Removes <snapshots>/<name>/ and what is in it (files only). */
+static void remove_snapshot(int at, const char *name) {
+  int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    unlinkat(fd, "ledger.json", 0);
+    unlinkat(fd, "profile.json", 0);
+    close(fd);
+  }
+  unlinkat(at, name, AT_REMOVEDIR);
+}
+
+/* Keeps this process's newest `keep` snapshots (their names sort by time: same pid, same
+ * number of digits for centuries). */
+static void prune(const char *root, long keep) {
+  int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  char prefix[24], oldest[64];
+  snprintf(prefix, sizeof prefix, "%d-", (int)getpid());
+  for (;;) { /* one pass per snapshot over the limit: usually one */
+    long count = 0;
+    oldest[0] = '\0';
+    char buf[4096];
+    long n;
+    lseek(fd, 0, SEEK_SET);
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+      for (long off = 0; off < n;) {
+        struct {
+          uint64_t ino;
+          int64_t off;
+          unsigned short reclen;
+          unsigned char type;
+          char name[];
+        } *d = (void *)(buf + off);
+        off += d->reclen;
+        size_t len = strlen(d->name);
+        if (strncmp(d->name, prefix, strlen(prefix)) != 0 || len >= sizeof oldest || strchr(d->name, '.') != NULL)
+          continue; /* not ours, or one being written (.tmp) */
+        count++;
+        if (oldest[0] == '\0' || strcmp(d->name, oldest) < 0) memcpy(oldest, d->name, strlen(d->name) + 1);
+      }
+    }
+    if (count <= keep) break;
+    remove_snapshot(fd, oldest);
+  }
+  close(fd);
+}
+
+/* One snapshot: written in a directory of its own under a temporary name, then renamed, so a
+ * reader never finds half of one. */
+static void snapshot(void) {
+  char root[sizeof snap_dir + 16], final[sizeof root + 40], tmp[sizeof final + 8];
+  snprintf(root, sizeof root, "%s/snapshots", snap_dir);
+  mkdir(snap_dir, 0755);
+  mkdir(root, 0755);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(final, sizeof final, "%s/%d-%010ld", root, (int)getpid(), (long)now.tv_sec);
+  snprintf(tmp, sizeof tmp, "%s.tmp", final);
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return;
+  bool ok = write_file(tmp, "ledger.json", ledger_body);
+  if (fg_option_get_string(FG_OPTION_PROFILE) != NULL) ok &= write_file(tmp, "profile.json", _fg_profile_json_to);
+  if (ok && rename(tmp, final) == 0) {
+    prune(root, _fg_option(FG_OPTION_SNAPSHOT_KEEP));
+  } else {
+    int at = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (at >= 0) remove_snapshot(at, strrchr(tmp, '/') + 1), close(at);
+  }
+}
+
+/* poll's timeout: the polls for the program's end, or the next snapshot, whichever is first. */
+static int timeout_ms(int poll_ms) {
+  if (snap_every_ms == 0) return poll_ms;
+  uint64_t now = _fg_clock_ms();
+  int until = snap_due > now ? (int)(snap_due - now) : 0;
+  return poll_ms >= 0 && poll_ms < until ? poll_ms : until;
+}
+
 /* Waits for a connection, or for the program's threads to end; then, as the purger does,
  * polls until no thread of the program is left (1, 2, 4 ... ms) and ends, taking its socket
  * with it. */
@@ -143,8 +241,12 @@ static void *control_main(void *arg) {
   int poll_ms = -1;
   for (;;) {
     struct pollfd p[2] = {{listen_fd, POLLIN, 0}, {wake_fds[0], POLLIN, 0}};
-    int n = poll(p, 2, poll_ms);
+    int n = poll(p, 2, timeout_ms(poll_ms));
     if (n < 0 && errno != EINTR) break;
+    if (snap_every_ms != 0 && _fg_clock_ms() >= snap_due) {
+      snapshot();
+      snap_due = _fg_clock_ms() + snap_every_ms;
+    }
     if (p[1].revents & POLLIN) {
       char sink[64];
       while (read(wake_fds[0], sink, sizeof sink) > 0) {
@@ -215,10 +317,33 @@ void _fg_control_threads_ended(void) {
   }
 }
 
-/* From the constructor: FRUGAL_CONTROL 1, or -1 (the default) with the ledger or a profile. */
+/* Where snapshots go: FRUGAL_PROFILE's directory, else FRUGAL_STATS_FILE's ("%p": the pid). */
+static void snapshots_enable(void) {
+  const char *profile = fg_option_get_string(FG_OPTION_PROFILE), *file = fg_option_get_string(FG_OPTION_STATS_FILE);
+  snap_every_ms = (uint64_t)_fg_option(FG_OPTION_SNAPSHOT_EVERY_S) * 1000;
+  if (snap_every_ms == 0) return;
+  if (profile != NULL) {
+    _fg_expand_pid(profile, snap_dir, sizeof snap_dir);
+  } else if (file != NULL && strrchr(file, '/') != NULL && strncmp(file, "/dev/", 5) != 0) {
+    _fg_expand_pid(file, snap_dir, sizeof snap_dir);
+    *strrchr(snap_dir, '/') = '\0';
+  } else if (file != NULL && strncmp(file, "/dev/", 5) != 0) {
+    snprintf(snap_dir, sizeof snap_dir, ".");
+  } else {
+    snap_every_ms = 0;
+    _fg_warning("FRUGAL_SNAPSHOT_EVERY_S ignored: ", "no directory (set FRUGAL_PROFILE or FRUGAL_STATS_FILE)");
+    return;
+  }
+  snap_due = _fg_clock_ms() + snap_every_ms;
+}
+
+/* From the constructor: FRUGAL_CONTROL 1, or -1 (the default) with the ledger, a profile or
+ * periodic snapshots. */
 void _fg_control_enable(void) {
   long on = _fg_option(FG_OPTION_CONTROL);
-  if (on == 0 || (on < 0 && !_fg_ledger_active() && fg_option_get_string(FG_OPTION_PROFILE) == NULL)) return;
+  snapshots_enable();
+  if (on == 0 || (on < 0 && !_fg_ledger_active() && fg_option_get_string(FG_OPTION_PROFILE) == NULL && snap_every_ms == 0))
+    return;
   socket_dir(sock_dir, sizeof sock_dir);
   atomic_store(&state, NOT_STARTED);
   _fg_control_poke();

@@ -7,7 +7,8 @@
  *   - a forked child answers on a socket of its own, the parent on its own;
  *   - a peer of another uid is refused (as root: the directory opened to it for the test);
  *   - a socket left by a dead process is cleaned up by the next server;
- *   - the socket is gone after exit, and FRUGAL_CONTROL=0 makes none. */
+ *   - the socket is gone after exit, and FRUGAL_CONTROL=0 makes none;
+ *   - FRUGAL_SNAPSHOT_EVERY_S writes snapshots, the newest FRUGAL_SNAPSHOT_KEEP kept. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -283,6 +284,48 @@ static void other_uid(const char *argv0) {
   stop_server(pid);
 }
 
+/* FRUGAL_SNAPSHOT_EVERY_S=1, FRUGAL_SNAPSHOT_KEEP=2, the ledger file in dir: after 3.5 s,
+ * dir/snapshots holds the server's 2 newest, each a ledger of its own pid. */
+static void periodic(const char *argv0) {
+  char file[96], root[96];
+  snprintf(file, sizeof file, "FRUGAL_STATS_FILE=%s/ledger.json", dir);
+  snprintf(root, sizeof root, "%s/snapshots", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    putenv(file);
+    setenv("FRUGAL_SNAPSHOT_EVERY_S", "1", 1);
+    setenv("FRUGAL_SNAPSHOT_KEEP", "2", 1);
+    execl("/proc/self/exe", argv0, "idle", (char *)NULL);
+    _exit(127);
+  }
+  sleep_ms(3500);
+  char prefix[24], key[32], cmd[256], names[4096] = "";
+  snprintf(prefix, sizeof prefix, "%d-", (int)pid);
+  snprintf(key, sizeof key, "\"pid\":%d", (int)pid);
+  snprintf(cmd, sizeof cmd, "ls %s", root);
+  FILE *ls = popen(cmd, "r");
+  int count = 0, good = 0;
+  char name[128];
+  while (ls != NULL && fgets(name, sizeof name, ls) != NULL) {
+    name[strcspn(name, "\n")] = '\0';
+    if (strncmp(name, prefix, strlen(prefix)) != 0 || strchr(name, '.') != NULL) continue;
+    count++;
+    strncat(names, name, sizeof names - strlen(names) - 2);
+    strcat(names, " ");
+    char path[256], text[1 << 15] = "";
+    snprintf(path, sizeof path, "%s/%s/ledger.json", root, name);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f != NULL) fclose(f);
+    good += strstr(text, key) != NULL;
+  }
+  if (ls != NULL) pclose(ls);
+  CHECKF(count == 2 && good == 2, "every second a snapshot, the newest 2 kept, each its ledger (%s)", names);
+  stop_server(pid);
+}
+
 static void stale_and_off(const char *argv0) {
   pid_t dead = fork();
   if (dead == 0) _exit(0);
@@ -315,6 +358,7 @@ int main(int argc, char **argv) {
   forked(argv[0]);
   other_uid(argv[0]);
   stale_and_off(argv[0]);
+  periodic(argv[0]);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) check_note("could not remove %s", dir);
