@@ -41,7 +41,19 @@ tsan() {
   FRUGAL_GUARD_EVERY=0 \
     TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
     build-tsan/tests/stress_fg "$tsan_seconds"
-  echo "sanitize: TSan: no data race reported"
+  # Again with the ledger and the control channel on, a client asking for the ledger and for a
+  # collect all along: the channel's thread reads every heap while the workers run.
+  echo "sanitize: TSan: stress_fg with the control channel answering meanwhile"
+  local xdg
+  xdg=$(mktemp -d)
+  FRUGAL_GUARD_EVERY=0 FRUGAL_CONTROL=1 FRUGAL_STATS_FILE=/dev/null XDG_RUNTIME_DIR=$xdg \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
+    build-tsan/tests/stress_fg "$tsan_seconds" &
+  local pid=$! answers
+  answers=$(python3 "$here/ask.py" "$xdg/frugal/$pid.sock" "$pid")
+  wait "$pid"
+  rm -rf "$xdg"
+  echo "sanitize: TSan: no data race reported ($answers answers from the control channel)"
 }
 
 steps=("$@")
