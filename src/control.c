@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,14 +57,12 @@ static bool socket_dir(char *out, size_t size) {
   return false;
 }
 
-/* Sockets left by processes that are gone (a kill -9 runs no exit handler): any
- * "<pid>.sock" whose process does not exist. getdents64 rather than opendir, which
- * allocates. */
-static void clean_stale(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
+/* Calls fn(dir_fd, name, arg) for each entry of the directory open at fd, from its start.
+ * getdents64 rather than opendir, which allocates. */
+static void each_entry(int fd, void (*fn)(int fd, const char *name, void *arg), void *arg) {
   char buf[4096];
   long n;
+  lseek(fd, 0, SEEK_SET);
   while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
     for (long off = 0; off < n;) {
       struct {
@@ -76,12 +73,24 @@ static void clean_stale(const char *dir) {
         char name[];
       } *d = (void *)(buf + off);
       off += d->reclen;
-      char *end;
-      long pid = strtol(d->name, &end, 10);
-      if (pid <= 0 || strcmp(end, ".sock") != 0 || pid == getpid()) continue;
-      if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(fd, d->name, 0);
+      fn(fd, d->name, arg);
     }
   }
+}
+
+/* Sockets left by processes that are gone (a kill -9 runs no exit handler): any
+ * "<pid>.sock" whose process does not exist. */
+static void unlink_if_stale(int fd, const char *name, void *arg) {
+  (void)arg;
+  char *end;
+  long pid = strtol(name, &end, 10);
+  if (pid <= 0 || strcmp(end, ".sock") != 0 || pid == getpid()) return;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(fd, name, 0);
+}
+static void clean_stale(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  each_entry(fd, unlink_if_stale, NULL);
   close(fd);
 }
 
@@ -168,36 +177,29 @@ static void remove_snapshot(int at, const char *name) {
 
 /* Keeps this process's newest `keep` snapshots (their names sort by time: same pid, same
  * number of digits for centuries). */
+typedef struct snapshots_s {
+  char prefix[24], oldest[64];
+  long count;
+} snapshots_t;
+static void count_snapshot(int fd, const char *name, void *arg) {
+  (void)fd;
+  snapshots_t *s = arg;
+  if (strncmp(name, s->prefix, strlen(s->prefix)) != 0 || strlen(name) >= sizeof s->oldest || strchr(name, '.') != NULL)
+    return; /* not ours, or one being written (.tmp) */
+  s->count++;
+  if (s->oldest[0] == '\0' || strcmp(name, s->oldest) < 0) memcpy(s->oldest, name, strlen(name) + 1);
+}
 static void prune(const char *root, long keep) {
   int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
-  char prefix[24], oldest[64];
-  snprintf(prefix, sizeof prefix, "%d-", (int)getpid());
+  snapshots_t s;
+  snprintf(s.prefix, sizeof s.prefix, "%d-", (int)getpid());
   for (;;) { /* one pass per snapshot over the limit: usually one */
-    long count = 0;
-    oldest[0] = '\0';
-    char buf[4096];
-    long n;
-    lseek(fd, 0, SEEK_SET);
-    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-      for (long off = 0; off < n;) {
-        struct {
-          uint64_t ino;
-          int64_t off;
-          unsigned short reclen;
-          unsigned char type;
-          char name[];
-        } *d = (void *)(buf + off);
-        off += d->reclen;
-        size_t len = strlen(d->name);
-        if (strncmp(d->name, prefix, strlen(prefix)) != 0 || len >= sizeof oldest || strchr(d->name, '.') != NULL)
-          continue; /* not ours, or one being written (.tmp) */
-        count++;
-        if (oldest[0] == '\0' || strcmp(d->name, oldest) < 0) memcpy(oldest, d->name, strlen(d->name) + 1);
-      }
-    }
-    if (count <= keep) break;
-    remove_snapshot(fd, oldest);
+    s.count = 0;
+    s.oldest[0] = '\0';
+    each_entry(fd, count_snapshot, &s);
+    if (s.count <= keep) break;
+    remove_snapshot(fd, s.oldest);
   }
   close(fd);
 }
@@ -272,8 +274,7 @@ static void *control_main(void *arg) {
   return NULL;
 }
 
-/* Every signal blocked (the program's are for its own threads), a small stack; glibc's
- * thread structures are frugal's doing (_fg_own_begin). */
+/* The socket, then the thread (init.c's _fg_thread_start). */
 static fg_noinline fg_rare void start(void) {
   if (wake_fds[0] < 0 && pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) wake_fds[0] = wake_fds[1] = -1;
   listen_fd = wake_fds[0] >= 0 ? listen_socket() : -1;
@@ -282,19 +283,7 @@ static fg_noinline fg_rare void start(void) {
     _fg_warning("control channel off: ", "no socket directory of this user's own (XDG_RUNTIME_DIR or /tmp)");
     return;
   }
-  pthread_attr_t attr;
-  sigset_t all, old;
-  pthread_t t;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  bool was = _fg_own_begin();
-  int err = pthread_create(&t, &attr, control_main, NULL);
-  _fg_own_end(was);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
+  int err = _fg_thread_start(control_main);
   if (err != 0) {
     unlink(sock_path);
     close(listen_fd);

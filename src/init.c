@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -118,6 +119,27 @@ void _fg_process_init(void) {
   _fg_stats_init();
   _fg_sample_init();
   atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+/* A thread of frugal's own (the purger, the control channel): detached, a small stack (its
+ * work needs little, and it should cost the program next to nothing), every signal blocked
+ * (the program's signals are for its own threads), and glibc's structures for it (its TLS
+ * vector, through calloc) frugal's doing, which the ledger leaves out. 0 or an errno. */
+int _fg_thread_start(void *(*main_fn)(void *)) {
+  pthread_attr_t attr;
+  sigset_t all, old;
+  pthread_t t;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool was = _fg_own_begin();
+  int err = pthread_create(&t, &attr, main_fn, NULL);
+  _fg_own_end(was);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  return err;
 }
 
 /* ---- the program's end --------------------------------------------------------------------- */

@@ -392,6 +392,7 @@ uint64_t _fg_collect_now(void); /* heap.c: every cache of every heap given back;
 /* init.c: the program's threads have all ended (only frugal's own live): the background
  * threads end then, so that the process ends as it would without them. */
 bool _fg_program_ended(void);
+int _fg_thread_start(void *(*main_fn)(void *)); /* a thread of frugal's own; 0 or an errno */
 void _fg_threads_ended(void); /* the last thread with a heap exited: the background threads look */
 
 /* ---- control.c: the control channel (`frugal snapshot`, `frugal top`) ---------------------- */

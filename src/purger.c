@@ -7,7 +7,6 @@
 #include "internal.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 
 /* NOT_STARTED: no thread; the next cache starts one. A thread that finds nothing left to
@@ -81,25 +80,10 @@ static void *purger_main(void *arg) {
   }
 }
 
-/* Every signal blocked: the program's signals are for its own threads. A small stack: the
- * pass needs little, and the thread should cost the program next to nothing. glibc's thread
- * structures (its dynamic TLS vector, through calloc) are frugal's doing, not the program's:
- * the ledger leaves them out (_fg_own_begin). */
+/* A failed start is not retried on every call. */
 static fg_noinline void start(void) {
-  pthread_attr_t attr;
-  sigset_t all, old;
-  pthread_t t;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  bool was = _fg_own_begin();
-  int err = pthread_create(&t, &attr, purger_main, NULL);
-  _fg_own_end(was);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  atomic_store(&state, err == 0 ? RUNNING : OFF); /* a failed start is not retried on every call */
+  int err = _fg_thread_start(purger_main);
+  atomic_store(&state, err == 0 ? RUNNING : OFF);
   if (err != 0) _fg_event(1, "purger thread not started: memory is given back on slow paths only");
 }
 
