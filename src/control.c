@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ static uint64_t snap_every_ms, snap_due;
 /* A client gets this long to send its request: one that connects and says nothing does not
  * hold the channel. */
 #define REQUEST_MS 1000
+#define SEND_MS 2000
 
 /* The directory only this user can enter: $XDG_RUNTIME_DIR/frugal, else /tmp/frugal-<uid>.
  * Made 0700, and refused unless it is a directory of ours that no one else may enter: a
@@ -121,11 +123,16 @@ static void send_text(int fd, const char *s) {
 /* One request, one answer, then the connection closes. The request is read first, even
  * from a peer about to be refused: its client then reads the answer rather than a reset. */
 static void answer(int fd) {
+  /* A client that stops reading holds the channel SEND_MS at most (then its answer is cut). */
+  struct timeval send_timeout = {SEND_MS / 1000, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
   char req[64];
   size_t got = 0;
+  uint64_t deadline = _fg_clock_ms() + REQUEST_MS;
   while (got < sizeof req - 1 && memchr(req, '\n', got) == NULL) {
+    uint64_t now = _fg_clock_ms();
     struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, REQUEST_MS) <= 0) return; /* nothing said in time */
+    if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0) return; /* nothing said in time */
     ssize_t n = read(fd, req + got, sizeof req - 1 - got);
     if (n <= 0) return;
     got += (size_t)n;

@@ -138,7 +138,10 @@ fg_rare void _fg_options_json_to(int fd) {
     } else {
       _fg_w_printf(&w, "%ld", _fg_option_values[i]);
     }
-    _fg_w_printf(&w, ",\"default\":%ld}", rows[i].def);
+    if (rows[i].is_string)
+      _fg_w_printf(&w, ",\"default\":null}");
+    else
+      _fg_w_printf(&w, ",\"default\":%ld}", rows[i].def);
   }
   _fg_w_printf(&w, "]}\n");
   _fg_w_flush(&w);

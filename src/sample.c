@@ -310,20 +310,31 @@ static fg_rare void write_json(fg_writer_t *w, which_t which) {
   _fg_w_printf(w, "]}\n");
 }
 
-/* The profile now, as profile.json holds it at exit (the control channel's `profile`). */
+/* The profile now, as profile.json holds it at exit (the control channel's `profile`). Made
+ * whole in a mapping of its own under the lock, sent after it: a client that reads slowly
+ * must not hold up the threads that sample. Twice the room until it fits. */
 fg_rare bool _fg_profile_json_to(int fd) {
   if (!profile_on) return false;
-  char *buf = _fg_os_alloc_aligned(1 << 16, FG_OS_PAGE);
-  if (buf == NULL) return false;
   bool was = _fg_own_begin();
-  fg_writer_t w = {buf, 1 << 16, 0, fd};
-  pthread_mutex_lock(&sample_lock);
-  peak_update(false);
-  write_json(&w, BY_ALLOC);
-  pthread_mutex_unlock(&sample_lock);
-  _fg_w_flush(&w);
+  size_t size = (size_t)1 << 16;
+  for (;;) {
+    char *buf = _fg_os_alloc_aligned(size, FG_OS_PAGE);
+    if (buf == NULL) break;
+    fg_writer_t w = {buf, size, 0, -1};
+    pthread_mutex_lock(&sample_lock);
+    peak_update(false);
+    write_json(&w, BY_ALLOC);
+    pthread_mutex_unlock(&sample_lock);
+    bool whole = w.len < size;
+    if (whole) {
+      w.fd = fd;
+      _fg_w_flush(&w);
+    }
+    _fg_os_free(buf, size);
+    if (whole) break;
+    size *= 2;
+  }
   _fg_own_end(was);
-  _fg_os_free(buf, 1 << 16);
   return true;
 }
 

@@ -6,7 +6,9 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 
 typedef struct stack_entry_s {
   uint64_t hash;
@@ -191,12 +193,23 @@ fg_rare size_t _fg_stack_count(void) {
   return n;
 }
 
+/* The main program's path: dladdr names it by argv[0], whose memory a program that sets its
+ * process title (redis, postgres) writes over, and which may be relative anyway. */
+static char exe_path[4096];
+
 /* The module, its offset there, and the dynamic symbol of a return address. */
 static fg_frame_t symbolize(void *pc) {
   fg_frame_t f = {"?", NULL, (uintptr_t)pc, false};
   Dl_info info;
   if (dladdr(pc, &info) != 0) {
     f.module = info.dli_fname != NULL ? info.dli_fname : "?";
+    if (info.dli_fname == program_invocation_name) {
+      if (exe_path[0] == '\0') { /* once; readlink is async-signal-safe (guard reports) */
+        ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+        exe_path[n > 0 ? n : 0] = '\0';
+      }
+      if (exe_path[0] != '\0') f.module = exe_path;
+    }
     f.offset = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
     f.symbol = info.dli_sname;
     f.ours = info.dli_fbase == self_base;

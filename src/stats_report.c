@@ -4,9 +4,12 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
+
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static fg_rare bool leaks_on(void) { return _fg_option(FG_OPTION_LEAKS) != 0; }
@@ -16,12 +19,17 @@ static fg_rare bool leaks_on(void) { return _fg_option(FG_OPTION_LEAKS) != 0; }
 fg_rare void _fg_w_flush(fg_writer_t *w) {
   if (w->fd < 0 || w->len == 0) return;
   size_t off = 0;
+  int saved = errno;
+  bool sock = true; /* a peer that left must not raise SIGPIPE (the control channel's clients) */
   while (off < w->len) {
-    ssize_t n = write(w->fd, w->buf + off, w->len - off);
+    ssize_t n = sock ? send(w->fd, w->buf + off, w->len - off, MSG_NOSIGNAL) : -1;
+    if (n < 0 && sock && errno == ENOTSOCK) sock = false;
+    if (!sock) n = write(w->fd, w->buf + off, w->len - off);
     if (n <= 0) break;
     off += (size_t)n;
   }
   w->len = 0;
+  errno = saved;
 }
 
 fg_rare void _fg_w_printf(fg_writer_t *w, const char *fmt, ...) {
