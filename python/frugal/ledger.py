@@ -150,7 +150,12 @@ def leak_sites(doc: dict) -> list[dict]:
 
 
 WRAPPERS = {"malloc", "calloc", "realloc", "reallocarray", "strdup", "strndup", "aligned_alloc", "posix_memalign",
-            "memalign", "xmalloc", "xcalloc", "xrealloc", "PyMem_RawMalloc", "PyMem_Malloc", "_PyObject_Malloc"}
+            "memalign", "xmalloc", "xcalloc", "xrealloc", "PyMem_RawMalloc", "PyMem_Malloc", "_PyObject_Malloc",
+            # redis's allocation layer (zmalloc.c) and its strings' (sds.c)
+            "zmalloc", "zcalloc", "zrealloc", "ztrymalloc_usable", "ztrycalloc_usable", "ztryrealloc_usable",
+            "zmalloc_usable", "zcalloc_usable", "zrealloc_usable", "ztrymalloc", "zstrdup", "s_malloc",
+            "s_realloc", "s_malloc_usable", "s_realloc_usable", "_sdsnewlen", "sdsnewlen", "sdsMakeRoomFor",
+            "_sdsMakeRoomFor"}
 
 
 def site_function(site: dict) -> str:
