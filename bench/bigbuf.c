@@ -1,4 +1,4 @@
-/* bigbuf — seed 3 ("hidden costs of large allocations"), LAB.md experiment 3.
+/* bigbuf — seed 3 ("hidden costs of large allocations"), docs/lab.md experiment 3.
  * Loops malloc(B) / use / free(B) K times and times each part from inside, counting the page
  * faults each iteration takes; the runner adds the outside view (user, sys, faults) that the
  * seed says naive timers miss. Optionally it then idles like a program waiting for work and

@@ -1,4 +1,4 @@
-/* bufcache — seed 1 ("a cache with a bad policy is a memory leak"), LAB.md experiment 1.
+/* bufcache — seed 1 ("a cache with a bad policy is a memory leak"), docs/lab.md experiment 1.
  * Replays the seed's random process exactly (glibc rand(), never seeded, in the seed's call
  * order) through one of the seed's buffer-cache policies in front of malloc, and prints the
  * seed's "% used" figure every 100 steps as one JSON object per sample. */

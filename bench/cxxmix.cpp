@@ -1,4 +1,4 @@
-// cxxmix — a C++ program that allocates the way C++ programs do (issue #11): std::string,
+// cxxmix — a C++ program that allocates the way C++ programs do: std::string,
 // std::function, std::map and std::queue, each object made with operator new and destroyed
 // with gcc's sized delete, about 6 of each per round and little other work, so the
 // allocator's C++ entry points are a fifth of its instructions. Single-threaded; prints a

@@ -1,4 +1,4 @@
-/* fifo — seed 2 ("small allocations and heap fragmentation"), LAB.md experiment 2.
+/* fifo — seed 2 ("small allocations and heap fragmentation"), docs/lab.md experiment 2.
  * Pushes blocks of one size until T bytes are live, then pops them all in FIFO order, R rounds
  * in one process, timing each round: the seed's long-run test for slowdowns and cliffs.
  * The queue is intrusive (each block's first 8 bytes link to the next one), so the workload

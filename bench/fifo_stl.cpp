@@ -1,4 +1,4 @@
-// fifo_stl — seed 2's original benchmark, LAB.md experiment 2 (STL variant): std::queue,
+// fifo_stl — seed 2's original benchmark, docs/lab.md experiment 2 (STL variant): std::queue,
 // std::list and std::deque of std::function holding a lambda that captures two or three
 // 40-character std::strings; push all, pop all, R rounds in one process, each round timed.
 // Every entry costs the allocator one node (or deque chunk share), one std::function target

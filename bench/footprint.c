@@ -1,8 +1,8 @@
-/* footprint — LAB.md experiment 5: what an allocator holds while a program runs and after it
+/* footprint — docs/lab.md experiment 5: what an allocator holds while a program runs and after it
  * goes quiet. Two modes; the lab samples the RSS from outside, this program says how many bytes
  * it really holds (live_bytes) so that the RSS can be judged against it.
  *   bigrand: N live big blocks, each replaced in turn by a random size, every page touched
- *            (issue #10's "random big blocks": a cache of big blocks that does not fit maps more).
+ *            (where a cache of big blocks that fit no request maps more beside them).
  *   idle:    build a working set (small objects of mixed sizes, a loop over big blocks), drop all
  *            of it but its oldest part, then idle like a program waiting for work. */
 #include <getopt.h>

@@ -1,4 +1,4 @@
--- footprint.sql — LAB.md experiment 5's sqlite3 workload, for `sqlite3 :memory:` with the row
+-- footprint.sql — docs/lab.md experiment 5's sqlite3 workload, for `sqlite3 :memory:` with the row
 -- count bound first (.parameter set @rows N): two tables, two indexes, joins, group_concat,
 -- CREATE TABLE AS, an update that grows rows, a delete of half of them, VACUUM. Rows are made
 -- by recursive CTEs from their number alone (deterministic, no file to generate). Query

@@ -1,4 +1,4 @@
-"""footprint_lists.py — LAB.md experiment 5's workload of python3 lists growing together: many
+"""footprint_lists.py — docs/lab.md experiment 5's workload of python3 lists growing together: many
 lists appended to in turn, round after round, as a program filling columns or per-key buckets
 does. Each list's array grows by realloc, all of them through the same classes at once, so a
 class's pages hold many arrays and empty only when all have moved on. Deterministic; prints one

@@ -1,4 +1,4 @@
-"""footprint_py.py — LAB.md experiment 5's python3 workload: waves of dicts, lists and strings
+"""footprint_py.py — docs/lab.md experiment 5's python3 workload: waves of dicts, lists and strings
 built and dropped, as a script that loads records, indexes them, serialises them and moves on.
 A twentieth of every wave survives into a long-lived cache, so freed memory is scattered among
 live objects, the case that keeps an allocator's pages resident. Deterministic (seeded);

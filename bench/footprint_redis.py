@@ -1,4 +1,4 @@
-"""footprint_redis.py — LAB.md experiment 5's redis workload: starts redis-server on a free
+"""footprint_redis.py — docs/lab.md experiment 5's redis workload: starts redis-server on a free
 loopback port, stores --keys strings of mixed sizes, deletes every other one, reads the server's
 RSS and its own count of bytes in use (INFO's used_memory) after each step, and always stops
 the server. The lab samples the server's RSS from outside meanwhile (it watches the process

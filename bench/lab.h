@@ -1,4 +1,4 @@
-/* lab.h — small helpers shared by the seed lab's workloads (LAB.md): clocks, the process's
+/* lab.h — small helpers shared by the seed lab's workloads (docs/lab.md): clocks, the process's
  * own RSS and fault counts, option parsing, idling. Header-only and allocation-free (but for
  * lab_idle's tick, which is the point of it), so that the only mallocs a workload makes are the
  * ones its experiment is about. */
@@ -109,7 +109,7 @@ static inline void lab_trim(char *used, size_t cap) {
 /* Keep the compiler from proving a store or a block dead. */
 static inline void lab_escape(void *p) { __asm__ volatile("" : : "g"(p) : "memory"); }
 
-/* Stay nearly idle for `ms`, as a program waiting for work does (LAB.md): one small
+/* Stay nearly idle for `ms`, as a program waiting for work does (docs/lab.md): one small
  * malloc/free every 10 ms, so that an allocator's slow paths get a chance to run its decay. */
 #define LAB_IDLE_TICK_NS 10000000ull
 #define LAB_IDLE_BLOCK 64u

@@ -1,5 +1,5 @@
-/* storm — threads that come and go while their blocks die on other threads (issue #11 item
- * 1): ROUNDS rounds of 2 threads, each making 20,000 allocations of mostly small random
+/* storm — threads that come and go while their blocks die on other threads:
+ * ROUNDS rounds of 2 threads, each making 20,000 allocations of mostly small random
  * sizes (16-255 B), one in 64 of them 10-1000 times larger, freeing random ones of its own,
  * and swapping half of them with the other thread through a shared table of 1,000 atomic
  * slots, so blocks are freed by another thread, often after their owner exited. What it

@@ -1,6 +1,6 @@
-/* threads — seed 4 ("thread caching vs a global heap"), LAB.md experiment 4: N threads share
+/* threads — seed 4 ("thread caching vs a global heap"), docs/lab.md experiment 4: N threads share
  * the work of X allocations, in the seed's shapes (batches, its locked designs, a cross-thread
- * queue) and in issue #11's, where blocks die on threads other than their owner's. */
+ * queue) and in shapes where blocks die on threads other than their owner's. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,7 +15,7 @@
 
 typedef enum {
   V_MALLOC, V_GLOBAL_MUTEX, V_MUTEX_ARRAY, V_CROSS, /* the seed's shapes */
-  V_STORM, V_BURSTS, V_TAKEOVER, V_REMOTE           /* issue #11's */
+  V_STORM, V_BURSTS, V_TAKEOVER, V_REMOTE           /* blocks dying on other threads */
 } variant_t;
 static const char *const variant_names[] = {"malloc", "global-mutex", "mutex-array", "cross",
                                             "storm",  "bursts",       "takeover",    "remote"};
@@ -116,7 +116,7 @@ typedef struct {
   pthread_t tid;
 } __attribute__((aligned(64))) worker_t;
 
-/* ---- the thread shapes of issue #11: where blocks die on threads other than their owner's ----
+/* ---- the thread shapes where blocks die on threads other than their owner's ----
  * Every shape does `objects` allocations in all (its work, the same under every allocator),
  * draws sizes from a seeded per-thread generator, and tags each block: its size in the second
  * word (the first is a link where a block travels in a list) and, in the last, the size keyed;
@@ -139,7 +139,7 @@ static inline uint64_t rnd_seed(uint64_t a, uint64_t b) {
 #define TAG_MIN 24
 #define TAG_KEY 0x5A5A0F0F3C3CA5A5ull
 
-/* Mostly small (24 B up to --size), one in 32 from 10 to 1000 times larger: issue #11's storm. */
+/* Mostly small (24 B up to --size), one in 32 from 10 to 1000 times larger: the storm's mix. */
 static inline size_t storm_size(uint64_t *s) {
   size_t small = TAG_MIN + rnd_next(s) % (run.size - TAG_MIN + 1);
   if (rnd_next(s) % 32 == 0) small *= 10 + rnd_next(s) % 991;
@@ -169,7 +169,7 @@ static inline uint64_t tagged_free(void *p) {
 static inline bool past_deadline(void) { return run.deadline_ns && lab_now_ns() >= run.deadline_ns; }
 
 /* ---- storm: rounds of short-lived threads swapping blocks through a shared table ---- */
-#define STORM_SLOTS 1000 /* issue #11's table of 1,000 atomic slots */
+#define STORM_SLOTS 1000 /* the table of atomic slots the threads swap blocks through */
 #define STORM_LOCAL 64   /* blocks a storm thread holds at once */
 static _Atomic(void *) storm_table[STORM_SLOTS];
 
@@ -279,7 +279,7 @@ static uint64_t run_takeover(uint64_t nthreads, uint64_t objects, uint64_t *bad)
 
 /* ---- remote: N threads alloc/free a mix; one free in ten goes to the next thread's mailbox
  * (a lock-free stack, emptied whole), the rest are local ---- */
-#define REMOTE_EVERY 10 /* issue #11: 10 % of frees remote */
+#define REMOTE_EVERY 10 /* 10 % of frees remote */
 typedef struct {
   _Atomic(void *) head;
   char pad[56]; /* one mailbox per cache line: pushes to neighbours do not falsely share */

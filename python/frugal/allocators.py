@@ -28,8 +28,8 @@ DEFAULT_ORDER = tuple(KNOWN_LIBRARIES)
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4", "mimalloc": "libmimalloc2.0"}
 # Variants: an allocator's own library with an option on. The lab measures a variant beside
 # its base to price the option, and it competes with no one: those of LAB_VARIANTS come with
-# their base (issue #4: what the ledger costs), and any is measured when named in --allocators
-# (issue #13: what secure mode costs). `frugal compare` runs any of them by name.
+# their base (what the ledger costs), and any is measured when named in --allocators (what
+# secure mode costs). `frugal compare` runs any of them by name.
 # The ledger's JSON goes to /dev/null: the cost measured is keeping it, not storing it.
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "frugal+ledger": ("frugal", {"FRUGAL_STATS_FILE": "/dev/null"}),

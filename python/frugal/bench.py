@@ -1,6 +1,6 @@
 """`frugal bench`: run the seed lab and write its results. Finds the allocators, checks that
 each runs at all, measures every cell (repetitions interleaved), reduces runs to medians,
-judges frugal against LAB.md, and writes results.json, the plots and the reports."""
+judges frugal against docs/lab.md, and writes results.json, the plots and the reports."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class LabRun:
                     "params": e.params(self.ctx),
                     "summary": self.results[e.name].to_json() if e.name in self.results else None,
                     "scores": self.scores.get(e.name, {}),
-                    "ledger": self.ledger.get(e.name),  # kept from before "costs", which holds it too
+                    "ledger": self.ledger.get(e.name),  # frugal+ledger's cost alone; "costs" holds it too
                     "costs": self.costs.get(e.name, {}),
                     "verdicts": [v.to_json() for v in self.verdicts.get(e.name, [])],
                     "raw": self.raw.get(e.name, {}),

@@ -11,27 +11,78 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import __version__
+from . import __version__, live, results_table
 from .allocators import LAB_VARIANTS, VARIANTS, default_build, frugal_version
 from .experiments import EXPERIMENTS
 from .pages import command_line
 
 
-BUILD_HELP = ("directory holding libfrugal.so and bench/ (default: $FRUGAL_BUILD, the installed one, "
-              "./build, or the checkout's build)")
+BUILD_HELP = ("directory holding libfrugal.so (default: $FRUGAL_BUILD, the installed one, ./build, "
+              "or the checkout's build)")
+BENCH_BUILD_HELP = BUILD_HELP.replace("libfrugal.so", "libfrugal.so and the lab's workloads (bench/)")
 ALLOCATORS_HELP = ("comma-separated: glibc, jemalloc, tcmalloc, mimalloc, frugal, or name=/path/lib.so "
                    "(default: all known ones; missing ones are skipped)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: the seed lab and its report (bench), a program's allocation report (run), "
-                                                 "a program under every allocator (compare).",
-                                     epilog="frugal --help-env [--build DIR] prints the allocator's FRUGAL_* options.")
+    parser = argparse.ArgumentParser(prog="frugal", description="frugal's tools: a program under every allocator "
+                                     "(compare), a program's allocation report (run), a running program's memory "
+                                     "(snapshot, top) and what grew between two snapshots (diff), the lab (bench) "
+                                     "and its results table (table).")
     parser.add_argument("--version", action="store_true", help="print the CLI's and the library's versions")
+    parser.add_argument("--help-env", action="store_true",
+                        help="print the allocator's FRUGAL_* options: value, default and meaning (with --build DIR: "
+                             "that build's library)")
     sub = parser.add_subparsers(dest="command")
-    bench = sub.add_parser("bench", help="run the seed lab (LAB.md) over every allocator found",
-                           description="Run the seed lab's experiments under every allocator found, "
-                                       "and write results.json, plots, report.html and report.md.")
+    compare = sub.add_parser("compare", help="run a program under every allocator and say which is best for it",
+                             usage="frugal compare [-n REPS] [--allocators LIST] [--env NAME=K=V ...] [--stdin FILE] "
+                                   "[-o DIR] -- PROGRAM [ARGS...]",
+                             description="Run PROGRAM REPS times under each allocator (interleaved, in rotated "
+                                         "order), measure wall, user and sys time, peak RSS and page faults, check "
+                                         "its exit code and stdout against glibc's, print a table, and name a "
+                                         "winner for time and for peak RSS only where its worst run is more than "
+                                         "1 % better than every other allocator's best; write DIR/results.json, "
+                                         "report.html and report.md. Exit code: the program's under glibc, or 1 "
+                                         "(if that was 0) when another allocator made it fail or print something "
+                                         "else.")
+    compare.add_argument("-n", "--reps", type=at_least_one, default=5, metavar="REPS", help="runs per allocator (default: 5)")
+    compare.add_argument("--allocators", metavar="LIST",
+                         help=ALLOCATORS_HELP.replace("frugal,", "frugal, frugal+ledger, frugal+secure,")
+                         + "; glibc, the reference, always runs")
+    compare.add_argument("--env", action="append", default=[], metavar="NAME=K=V",
+                         help="set K=V for allocator NAME only, e.g. frugal=FRUGAL_DECAY_MS=100 (repeatable)")
+    compare.add_argument("--stdin", type=Path, metavar="FILE", help="feed FILE to every run's stdin")
+    compare.add_argument("-o", "--out", type=Path, default=Path("out/compare"), metavar="DIR",
+                         help="output directory (default: out/compare)")
+    compare.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="seconds per run (default: 3600)")
+    compare.add_argument("--build", type=Path, default=default_build(), metavar="DIR", help=BUILD_HELP)
+    add_program(compare)
+
+    run = sub.add_parser("run", help="run a program on frugal with the ledger on and report its allocations",
+                         usage="frugal run [-o DIR] [--interval-ms N] [--leaks | --profile] [--build DIR] -- PROGRAM [ARGS...]",
+                         description="Run PROGRAM on frugal (LD_PRELOAD) with the ledger on; write DIR/ledger.json, "
+                                     "report.html, report.md and plots, print the summary, and exit with the "
+                                     "program's exit code.")
+    run.add_argument("-o", "--out", type=Path, default=Path("out/run"), metavar="DIR",
+                     help="output directory (default: out/run)")
+    run.add_argument("--interval-ms", type=at_least_one, default=50, metavar="N",
+                     help="timeline sample period in ms (default: 50)")
+    run.add_argument("--leaks", action="store_true",
+                     help="record a call stack per block and report the blocks live at exit by call site (slower)")
+    run.add_argument("--profile", action="store_true",
+                     help="sample about one allocation per FRUGAL_SAMPLE_BYTES (1 MiB) allocated and write estimated "
+                          "bytes by call stack: DIR/profile.json, alloc.folded, peak.folded, live.folded, "
+                          "flame-*.svg, top sites (cheap)")
+    run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
+    run.add_argument("--build", type=Path, default=default_build(), metavar="DIR", help=BUILD_HELP)
+    add_program(run)
+
+    live.add_subcommands(sub)  # snapshot, top, diff: a running program, through its control channel
+
+    bench = sub.add_parser("bench", help="run the lab's experiments under every allocator found",
+                           description="Run the lab's experiments under every allocator found, judge frugal "
+                                       "against each experiment's verdicts, and write results.json, one plot "
+                                       "per experiment, report.html and report.md.")
     bench.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
                        help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
     bench.add_argument("--allocators", metavar="LIST",
@@ -46,51 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--smoke", dest="mode", action="store_const", const="smoke",
                       help="tiny sizes, 1 repetition: seconds, for tests")
     bench.set_defaults(mode="quick")
-    bench.add_argument("--out", type=Path, default=Path("out/lab"), help="output directory (default: out/lab)")
-    bench.add_argument("--build", type=Path, default=default_build(),
-                       help=BUILD_HELP)
+    bench.add_argument("--out", type=Path, default=Path("out/lab"), metavar="DIR",
+                       help="output directory (default: out/lab)")
+    bench.add_argument("--build", type=Path, default=default_build(), metavar="DIR", help=BENCH_BUILD_HELP)
     bench.add_argument("--check", action="store_true", help="exit non-zero when a verdict on frugal fails")
     bench.add_argument("--cores", type=int, default=None, help=argparse.SUPPRESS)
 
-    run = sub.add_parser("run", help="run a program on frugal with the ledger on and report its allocations",
-                         usage="frugal run [-o DIR] [--interval-ms N] [--leaks | --profile] [--build DIR] -- PROGRAM [ARGS...]",
-                         description="Run PROGRAM on frugal (LD_PRELOAD) with the ledger on; write DIR/ledger.json, "
-                                     "report.html, report.md and plots, print the summary, and exit with the "
-                                     "program's exit code.")
-    run.add_argument("-o", "--out", type=Path, default=Path("out/run"), help="output directory (default: out/run)")
-    run.add_argument("--interval-ms", type=at_least_one, default=50, metavar="N",
-                     help="timeline sample period in ms (default: 50)")
-    run.add_argument("--leaks", action="store_true",
-                     help="record a call stack per block and report the blocks live at exit by call site (slower)")
-    run.add_argument("--profile", action="store_true",
-                     help="sample about one allocation per FRUGAL_SAMPLE_BYTES (1 MiB) and write estimated bytes by "
-                          "call stack: DIR/alloc.folded, live.folded, peak.folded, flame-*.svg, top sites (cheap)")
-    run.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
-    run.add_argument("--build", type=Path, default=default_build(),
-                     help=BUILD_HELP)
-    add_program(run)
-
-    compare = sub.add_parser("compare", help="run a program under every allocator and say which is best for it",
-                             usage="frugal compare [-n REPS] [--allocators LIST] [--env NAME=K=V ...] [--stdin FILE] "
-                                   "[-o DIR] -- PROGRAM [ARGS...]",
-                             description="Run PROGRAM REPS times under each allocator (interleaved, in rotated "
-                                         "order), measure wall, user and sys time, peak RSS and faults, check its "
-                                         "stdout against glibc's, print a table and name a winner where the runs' "
-                                         "ranges do not overlap; write DIR/results.json, report.html and "
-                                         "report.md. Exit code: the program's under glibc, or 1 (if that was 0) "
-                                         "when another allocator made it fail or print something else.")
-    compare.add_argument("-n", "--reps", type=at_least_one, default=5, metavar="REPS", help="runs per allocator (default: 5)")
-    compare.add_argument("--allocators", metavar="LIST",
-                         help=ALLOCATORS_HELP.replace("frugal,", "frugal, frugal+ledger, frugal+secure,")
-                         + "; glibc, the reference, always runs")
-    compare.add_argument("--env", action="append", default=[], metavar="NAME=K=V",
-                         help="set K=V for allocator NAME only, e.g. frugal=FRUGAL_DECAY_MS=100 (repeatable)")
-    compare.add_argument("--stdin", type=Path, metavar="FILE", help="feed FILE to every run's stdin")
-    compare.add_argument("-o", "--out", type=Path, default=Path("out/compare"),
-                         help="output directory (default: out/compare)")
-    compare.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="seconds per run (default: 3600)")
-    compare.add_argument("--build", type=Path, default=default_build(), help=BUILD_HELP)
-    add_program(compare)
+    table = sub.add_parser("table", help="write a lab run's results table into a Markdown page",
+                           description="Make the results table of a lab run (its results.json): one row per "
+                                       "workload, one column per allocator, each cell wall time and peak RSS, "
+                                       "with the date, the machine and the command that measured it. Print it, "
+                                       "or write it into FILE between the marker comments "
+                                       f"{results_table.START} and {results_table.END}.")
+    table.add_argument("results", nargs="?", type=Path, default=Path("out/lab/results.json"), metavar="RESULTS",
+                       help="the lab run's results.json (default: out/lab/results.json)")
+    table.add_argument("--into", type=Path, metavar="FILE", help="write the table into FILE (e.g. README.md)")
+    table.add_argument("--plots", type=Path, metavar="DIR",
+                       help="also copy the run's plots (one PNG per experiment, beside RESULTS) into DIR")
     return parser
 
 
@@ -210,6 +233,23 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     return result.exit_code
 
 
+def cmd_table(args: argparse.Namespace, console: Console) -> int:
+    try:
+        results = results_table.load(args.results)
+        text = results_table.markdown(results)
+        if args.into:
+            results_table.write_into(args.into, text)
+            console.print(escape(f"results table of {args.results} written into {args.into}"))
+        else:
+            print(text, end="")
+        if args.plots:
+            for png in results_table.copy_plots(args.results, results, args.plots):
+                console.print(escape(f"plot copied: {png}"))
+    except (OSError, ValueError, KeyError) as e:  # no results file, not a lab run's, no markers
+        return error(console, e)
+    return 0
+
+
 def version(build: Path) -> str:
     lib = build / "libfrugal.so"
     try:
@@ -253,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench(args, console)
     if args.command == "compare":
         return cmd_compare(args, console)
+    if args.command == "table":
+        return cmd_table(args, console)
+    if args.command in live.COMMANDS:
+        return live.dispatch(args)
     if args.command == "run":
         # The program's own output goes to stdout too: the summary goes to stderr, after it.
         return cmd_run(args, Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 150))

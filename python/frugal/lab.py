@@ -12,7 +12,7 @@ from . import stats
 
 FRUGAL = "frugal"
 LEDGER = "frugal+ledger"  # frugal with the ledger on (allocators.VARIANTS)
-# Issue #4: with the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
+# With the ledger on (no leak stacks) frugal is at most 10 % slower on every lab workload.
 LEDGER_MAX = 1.10
 # The variants whose cost a verdict bounds (time over their base's); the others are only priced.
 COST_BOUNDS = {LEDGER: LEDGER_MAX}
@@ -111,8 +111,8 @@ def frugal_gate(res: ExpResult, exp: str, name: str, cells: list[str]) -> Verdic
 
 
 def within_noise(res: ExpResult, a: str, b: str, cell: str, metric: str) -> bool:
-    """LAB.md's Noise: whether the medians of `a` and `b` differ by no more than the min–max
-    ranges of their repetitions put together, so that comparing them would judge noise. Runs
+    """The noise rule of docs/lab.md: whether the medians of `a` and `b` differ by no more than
+    the min–max ranges of their repetitions put together, so that comparing them would judge noise. Runs
     that did not vary (one repetition) make no noise: they are compared as they are."""
     def width(alloc: str, median: float) -> float:
         return res.spread.get(alloc, {}).get(cell, {}).get(metric, 0.0) * median
@@ -125,7 +125,7 @@ def within_noise(res: ExpResult, a: str, b: str, cell: str, metric: str) -> bool
 def check_all(exp: str, name: str, checks: list[tuple[str, bool | None, str]]) -> Verdict:
     """A verdict that passes when every (point, ok, text) check passes; the detail names the
     failing points, or summarises the passing ones. A point whose ok is None was within noise
-    (LAB.md): it is named, not judged."""
+    (docs/lab.md): it is named, not judged."""
     noise = [p for p, ok, _ in checks if ok is None]
     checks = [c for c in checks if c[1] is not None]
     tail = f"; within noise: {', '.join(noise)}" if noise else ""
@@ -188,7 +188,7 @@ def cost_detail(cost: dict[str, Any]) -> str:
 
 
 def ledger_verdict(res: ExpResult, cells: list[str], cost: dict[str, Any]) -> Verdict:
-    """Issue #4's "ledger on: ≤ 10 % slower" on one experiment, from `variant_cost`'s result."""
+    """The bound "ledger on: ≤ 10 % slower" on one experiment, from `variant_cost`'s result."""
     name = f"ledger on / off: frugal+ledger's time ≤ {LEDGER_MAX:.2f} × frugal's"
     gate = frugal_gate(res, res.name, name, cells)
     if gate:

@@ -182,7 +182,7 @@ def lab_html(lab: "LabRun", images: dict[str, Path]) -> str:
     parts = [
         f"<section><h2>Summary</h2><p class='note'>{html.escape(summary_note(lab))}</p>",
         table_html(head, rows),
-        "<h3>frugal's verdicts (LAB.md; the ledger's price: issue #4)</h3>",
+        "<h3>frugal's verdicts (docs/lab.md)</h3>",
         verdict_html(lab.all_verdicts()),
     ]
     prices = all_price_lines(lab)

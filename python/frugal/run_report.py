@@ -71,7 +71,7 @@ def plot_timeline(d: dict, path: Path) -> None:
     tl = d["timeline"]
     t = [s["t_ms"] / 1000 for s in tl]
     ax.plot(t, [s["rss"] for s in tl], color=RSS, lw=1.5, label="RSS")
-    if any(s.get("held_bytes") for s in tl):  # ledgers written before held_bytes lack it
+    if any(s.get("held_bytes") for s in tl):  # ledgers of older versions lack held_bytes
         ax.fill_between(t, [s["live_bytes_handed_out"] for s in tl],
                         [s["live_bytes_handed_out"] + s.get("held_bytes", 0) for s in tl],
                         color=HELD, alpha=0.3, label="held by frugal's caches")
