@@ -60,8 +60,8 @@ bool fg_is_owned(const void *p);
 
 /* Options, read from FRUGAL_* environment variables at start: one list, each row
  * X(NAME, default, min, max, is_string, help) for FRUGAL_<NAME>. It makes the enum below and
- * the library's table and help (fg_options_print, `frugal --help-env`); a test holds the
- * README's table to it. String options have no range: their value is the text. */
+ * the library's table and help (fg_options_print, `frugal --help-env`); python/tests/
+ * test_docs.py holds the tables of README.md and docs/options.md to it. String options have no range: their value is the text. */
 #define FG_OPTIONS(X)                                                                                    \
   X(VERBOSE, 0, 0, 2, 0, "events on stderr: 1 rare ones (out-of-memory retries, full caches), 2 also every give-back") \
   X(DECAY_MS, 1000, 0, 3600000, 0, "ms a free page, segment or large block stays before it returns to the OS") \

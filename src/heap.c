@@ -93,7 +93,7 @@ fg_heap_t *_fg_heap_counting(void) {
 /* A thread with no heap yet whose free lands in an exited thread's heap takes that heap,
  * rather than the one abandoned last at its first malloc: its frees of the dead thread's
  * blocks are then its own, and its mallocs reuse them at once. Threads that take over the
- * blocks a dead one left (issue #11's takeover shape) otherwise freed into one heap and
+ * blocks a dead one left (the lab's takeover shape) otherwise freed into one heap and
  * carved in another, whose thread freed into the first: 3.2 MB peak against glibc's 2.5. */
 bool _fg_heap_adopt(fg_heap_t *heap) { return !exiting && heap_take(heap) != NULL; }
 
@@ -336,8 +336,8 @@ void _fg_heap_grew_large(fg_heap_t *heap, size_t bytes) {
  * pages this faults in again); but 24 buffers grown together by realloc through the single
  * classes gave back and faulted in again 25 MiB a round (tests/pages.c), where their extents
  * keep all but 28 KiB (the storm and python3 the same: their classes hold a block or two).
- * Medium pages were not taken over at first: passed from class to class, such a page kept
- * resident all that any of them had touched (the threads lab's storm, 5.2 -> 9.0 MB). Kept
+ * A medium page passed from class to class without this bound keeps resident all that any
+ * of them touched (the threads lab's storm: 9.0 MB against 5.2). Kept
  * each by its own class, they cost the STL test program (3 consumer threads, each task 51
  * blocks of one size in 12-20 KiB) 29.5 MB peak RSS for 3.7 MiB live (glibc 8.6, mimalloc
  * 14.9). Only a page carved over

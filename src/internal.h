@@ -597,7 +597,7 @@ void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 /* The waste bound on every path: a block of `usable` bytes handed out for `size` leaves at
  * most usable / 8 + 7 bytes unused, as malloc's classes do (at most 12.5 % over the request
  * from 128 B up, 8-byte steps below) and realloc keeps (_fg_realloc_stays). A sized free
- * whose size leaves more is a wrong size (policy: README), and so is one bigger than the
+ * whose size leaves more is a wrong size (policy: docs/api.md), and so is one bigger than the
  * block: usable - size then wraps (not for sizes 2^61 past the block, which no object has).
  * `slack`: what else the block may hold, beyond the bound: a large block's page rounding. */
 static inline bool _fg_wrong_size(size_t size, size_t usable, size_t slack) {

@@ -225,7 +225,8 @@ static fg_segment_t *relocate(fg_segment_t *s, size_t size) {
   size_t old = s->mapped, stop = 0;
   /* Out of the segment map before the move: once moved, s's range is free, and another
    * thread may map a segment there and register it, which a later clear would undo (its
-   * blocks were then "not a frugal pointer": the threaded stress test under LD_PRELOAD). */
+   * blocks would then be "not a frugal pointer", as the threaded stress test under LD_PRELOAD
+   * shows). */
   _fg_segmap_set(s, false);
   fg_segment_t *t = _fg_os_alloc_aligned(size, FG_SEGMENT_SIZE);
   for (uint32_t i = 0; t != NULL && i < p.count; i++, stop = old) {

@@ -20,7 +20,7 @@ typedef struct option_row_s {
  *   With a 64 MiB segment cache the lab's 1 GiB FIFO (seed 2) re-faulted every round (24 ns per
  *   32 B block against 11 ns for mimalloc): a round's memory must survive until the next one.
  * - FRUGAL_SAMPLE_BYTES 1 MiB: tcmalloc's and jemalloc's profilers sample at 2 MiB and 512 KiB;
- *   a program allocating 1 GB/s then takes about 1000 samples a second (cost: README).
+ *   a program allocating 1 GB/s then takes about 1000 samples a second (cost: docs/profiles.md).
  * - FRUGAL_GUARD_EVERY 500,000: a guard costs 9-14 us, nearly all in the kernel (mprotect, a
  *   sealing mmap, the page's fault; 1 to 8 threads, perf stat) and next to nothing in user
  *   space (callgrind: +0.002 % on the lab's 128 B threads cell at one in 10^6). The lab's most

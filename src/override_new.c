@@ -19,7 +19,7 @@ static fg_new_handler_t current_handler(void) {
 /* No memory: `new` calls the new-handler and retries, then throws std::bad_alloc; the nothrow
  * forms return NULL. A new-handler that throws out of a nothrow new propagates its exception
  * (the C++ library's own nothrow new would catch it). Sized deletes go to fg_free_sized, which
- * checks the size (README: a wrong size aborts). */
+ * checks the size (docs/api.md: a wrong size aborts). */
 static fg_noinline fg_cold fg_rare void *new_failed(size_t n, size_t align, bool nothrow) {
   for (;;) {
     fg_new_handler_t handler = current_handler();

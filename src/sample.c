@@ -18,8 +18,8 @@
 #define NEVER (INT64_MAX / 2)
 /* With the ledger on, the countdown also says when to look at the clock for the ledger's
  * peaks and timeline (stats.c): at each trip, and every LEDGER_TRIP bytes counted when
- * nothing else trips (every 340 allocations of 128 B, 820 of 16). It was an event byte of
- * the ledger's own, added to on every counted allocation: 5 % of the lab's 128 B batches. */
+ * nothing else trips (every 340 allocations of 128 B, 820 of 16). (An event byte of the
+ * ledger's own, added to on every counted allocation, costs 5 % of the lab's 128 B batches.) */
 #define LEDGER_TRIP ((int64_t)64 << 10)
 static bool ledger_trips;
 

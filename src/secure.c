@@ -241,7 +241,7 @@ static inline bool fill_intact(const uint8_t *block, size_t bsize) {
  * FIFO of 16 B blocks whole 1.11, runs of 4 descending 0.63, ascending 0.48, plain mode 0.21;
  * FIFO of 64 B - / 0.38 / 0.19 / 0.11; of 128 B 0.44 / 0.38 / 0.18 / 0.10; std::list 0.54 /
  * 0.33 / 0.23 / 0.16). Runs of 4 keep 4! orders per run; blocks of 1 KiB and more (4 or fewer
- * carved at a time) are shuffled whole as before. The list is built from its end: the last
+ * carved at a time) are shuffled whole. The list is built from its end: the last
  * run first. */
 #define SHUFFLE_RUN 4
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import ledger as L
 from . import profile as P
 from .pages import page, table_html, table_md
-from .snapshot import EXTRA_CSS, SAMPLES_NOTE, Saved, held_bytes
+from .snapshot import EXTRA_CSS, Saved, held_bytes
 from .units import human
 
 
@@ -188,8 +188,6 @@ def diff(a: Saved, b: Saved) -> Diff:
         out.notes.append("B has no heap profile (FRUGAL_PROFILE=DIR): no call sites to compare")
     if a.ledger and b.ledger and a.ledger.get("ledger") and b.ledger.get("ledger"):
         out.classes = class_growth(a.ledger, b.ledger)
-        if b.profile is not None:
-            out.notes.append(SAMPLES_NOTE)
     else:
         out.notes.append("the ledger was off in A or B (FRUGAL_STATS=1 or FRUGAL_STATS_FILE): no size classes to "
                          "compare")

@@ -202,11 +202,8 @@ def site_rows(doc: dict, by: str = "live_bytes", n: int = 20) -> list[list[str]]
             for i, s in enumerate(P.top_sites(doc, by, n), 1)]
 
 
-SAMPLES_NOTE = ("With the profile on, the library serves each sampled block as a large block: the ledger counts it "
-                "in the 'large' row, at its mapping's size, rather than in its own class.")
 CLASS_HEAD = ["class", "live blocks", "live, handed out", "live, requested", "peak live blocks", "allocations",
               "frees"]
-
 
 def class_live_rows(d: dict, n: int = 25) -> list[list[str]]:
     rows = sorted(d.get("classes", []), key=lambda c: -c.get("live_bytes_handed_out", 0))[:n]
@@ -317,8 +314,6 @@ def markdown(snap: Snapshot, images: dict[str, Path]) -> str:
                   ""]
     if d.get("ledger"):
         parts += ["## Size classes by bytes live now", "", table_md(CLASS_HEAD, class_live_rows(d, 1000)), ""]
-        if pr is not None:
-            parts += [SAMPLES_NOTE, ""]
         if "classes" in images:
             parts += ["![classes](classes.png)", ""]
         if "timeline" in images:
@@ -393,8 +388,6 @@ def report_html(snap: Snapshot, images: dict[str, Path]) -> str:
     if d.get("ledger"):
         rows = class_live_rows(d)
         parts += ["<section><h2>Size classes by bytes live now</h2>", table_html(CLASS_HEAD, rows)]
-        if pr is not None:
-            parts.append(f"<p class='note'>{html.escape(SAMPLES_NOTE)}</p>")
         if len([c for c in d["classes"] if c["live_blocks"] > 0]) > len(rows):
             parts.append(f"<p class='note'>The {len(rows)} classes holding the most; report.md and ledger.json "
                          "have them all.</p>")
