@@ -15,13 +15,13 @@ from ..runner import BENCH_DIR, Cell, Sample
 from ..units import KiB, MiB, size_label
 from .base import Check, Experiment, Table, base_metrics, final_record, fmt, idle_wait_ms
 
-# The full sizes are issue #10's: bigrand is its "random big blocks" (16 live, 5-25 MiB, 600
-# replacements), idle its third row (a loop over 128 MiB blocks, then idle) plus 64 MiB of small
-# objects, sqlite3 50,000 rows, redis 200,000 keys. Quick mode keeps the lab's budget (~90 s for
+# The full sizes: bigrand is "random big blocks" (16 live, 5-25 MiB, 600 replacements), idle a
+# loop over 128 MiB blocks, then idle, plus 64 MiB of small objects, sqlite3 50,000 rows, redis
+# 200,000 keys. Quick mode keeps the lab's budget (~90 s for
 # this experiment, five allocators, 2 cores): bigrand takes 200 replacements (600 take 3-4.5 s a
 # run under jemalloc and mimalloc; frugal's peak at 150 is already 78 % of its peak at 600),
 # redis 100,000 keys (1 s a run at 200,000), python3 about 0.35 s a run (2-core VM, 2026-11-23, under load).
-# python3's lists growing together (session 11): 64 lists of 40,000 items, 0.35 s a run; 80,000 in full.
+# python3's lists growing together: 64 lists of 40,000 items, 0.35 s a run; 80,000 in full.
 FOOTPRINT_MODES = {
     "quick": {"live": 16, "min": 5 * MiB, "max": 25 * MiB, "replacements": 200, "big": 128 * MiB, "big_iters": 4,
               "small": 64 * MiB, "keep": 1 * MiB, "rows": 50_000, "waves": 3, "records": 8_000, "keys": 100_000,
