@@ -44,3 +44,17 @@ def test_bad_arguments_are_refused(build: Path) -> None:
                  ["--variant", "storm", "--size", "16"]):  # a tagged block needs 24 bytes
         proc = subprocess.run([str(build / "bench" / "threads"), *args], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and "usage" in proc.stderr, args
+
+
+@pytest.mark.parametrize("variant", ["cross", "bursts", "remote"])
+def test_held_peak_counts_what_the_workload_holds_between_threads(build: Path, variant: str) -> None:
+    """held_peak: the most bytes handed to another thread and not yet freed there. The queue
+    holds at most 2 x N batches of --batch blocks (bursts: of up to 2 x --size bytes each); the
+    mailboxes are unbounded, but something is always mailed."""
+    n, size, batch = 4, 256, 100
+    rec = threads(build, "--variant", variant, "--threads", str(n), "--size", str(size), "--objects", "200000",
+                  "--batch", str(batch))
+    assert rec["bad"] == 0 and rec["held_peak"] > 0
+    if variant != "remote":
+        per_block = size if variant == "cross" else 2 * size
+        assert rec["held_peak"] <= 2 * n * batch * per_block
