@@ -6,6 +6,7 @@ drift on the machine hits every allocator alike."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .allocators import Allocator
 from .units import KiB
@@ -36,7 +37,8 @@ class Cell:
     frugal+secure), to price an option in time. With `sample_ms`, the RSS of the workload is
     sampled from outside that often, or, with `watch`, that of the process of that name among
     its descendants (a server the workload started). `env` is added to the allocator's
-    environment."""
+    environment. With `busy`, that many busy loops run beside each of its runs (one per core:
+    the machine oversubscribed, the workload's threads off the CPU at any moment)."""
 
     experiment: str
     key: str
@@ -48,6 +50,7 @@ class Cell:
     variants: tuple[str, ...] = ()
     sample_ms: int = 0
     watch: str = ""
+    busy: int = 0
     env: dict = field(default_factory=dict, hash=False, compare=False)
     info: dict = field(default_factory=dict, hash=False, compare=False)
 
@@ -294,10 +297,25 @@ def plan(cells: Sequence[Cell], allocators: Sequence[Allocator]) -> tuple[list[J
     return serial, parallel
 
 
+@contextlib.contextmanager
+def busy_loops(n: int) -> Iterator[list[subprocess.Popen]]:
+    """`n` processes that spin on the CPU until the block ends: a shell's empty loop, so that
+    they hold no memory the machine could miss and start in a millisecond."""
+    procs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], stdin=subprocess.DEVNULL) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
 def measure_cell(cell: Cell, alloc: Allocator, bench_dir: Path) -> Sample:
-    """One run of `cell` under `alloc`."""
-    return measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
-                   launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
+    """One run of `cell` under `alloc` (beside its busy loops, if it has some)."""
+    with busy_loops(cell.busy):
+        return measure(cell_argv(cell, bench_dir), {**alloc.env(), **cell.env}, timeout=cell.timeout,
+                       launcher=launcher_of(bench_dir), sample_ms=cell.sample_ms, watch=cell.watch)
 
 
 def run_jobs(

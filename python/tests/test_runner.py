@@ -9,7 +9,7 @@ from pathlib import Path
 
 from frugal.allocators import Allocator
 from frugal.bench import Caps
-from frugal.runner import Cell, Sample, launcher_of, measure, plan, run_jobs
+from frugal.runner import Cell, Sample, busy_loops, launcher_of, measure, plan, run_jobs
 
 # A child that prints two JSON records, burns CPU, touches ~64 MiB and exits.
 CHILD = (
@@ -119,3 +119,12 @@ def test_caps_repeat_a_capped_run_only_when_no_one_was_clearly_faster() -> None:
     assert not caps.skip((1, cell, glibc)), "600 ms is not under half the cap"
     caps.note((1, cell, fast), sample(False, 350))
     assert caps.skip((1, cell, glibc)) and not caps.skip((1, cell, fast))
+
+
+def test_busy_loops_spin_while_the_block_runs_and_are_gone_after() -> None:
+    with busy_loops(2) as procs:
+        time.sleep(0.2)
+        assert len(procs) == 2 and all(p.poll() is None for p in procs)
+        cpu = [float(Path(f"/proc/{p.pid}/stat").read_text().split()[13]) for p in procs]
+        assert all(c > 0 for c in cpu), "they spin (user ticks)"
+    assert all(p.poll() is not None for p in procs)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from frugal.experiments import EXPERIMENTS, fifo
-from frugal.experiments.threads import CAP_MIN_MS, CAP_TARGETS, QUICK_OBJECTS, SHAPES, TARGET_S
+from frugal.experiments.threads import CAP_MIN_MS, CAP_TARGETS, LOAD_REPS, LOAD_SHAPES, QUICK_OBJECTS, SHAPES, TARGET_S
 from frugal.lab import FAIL, NA, PASS, Context, scores
 from frugal.runner import Sample
 from frugal.units import KiB, MiB, size_label
@@ -130,13 +130,15 @@ def threads_metrics(good: bool):
         thr = 2e6 if (a == "frugal") == good else 1e6
         # The shapes: frugal first or last by a clear margin.
         time = 1.0 if variant not in SHAPES else (0.8 if (a == "frugal") == good else 1.0)
-        return {"ns_per_object": ns, "time": time, "throughput": thr}
+        # Issue #30's shapes: frugal's peak RSS twice everyone's when bad.
+        rss = 20.0 * MiB if variant in LOAD_SHAPES and a == "frugal" and not good else 10.0 * MiB
+        return {"ns_per_object": ns, "time": time, "throughput": thr, "maxrss": rss}
     return f
 
 
 def test_threads_pass_and_fail() -> None:
-    assert statuses("threads", make("threads", ALLOCS, threads_metrics(True))) == [PASS] * 4
-    assert statuses("threads", make("threads", ALLOCS, threads_metrics(False))) == [FAIL] * 4
+    assert statuses("threads", make("threads", ALLOCS, threads_metrics(True))) == [PASS] * 5
+    assert statuses("threads", make("threads", ALLOCS, threads_metrics(False))) == [FAIL] * 5
 
 
 def test_threads_cross_is_na_without_mimalloc() -> None:
@@ -183,6 +185,40 @@ def test_threads_scaling_within_noise_when_the_range_straddles_the_bar() -> None
     assert v.status == FAIL and "N=8" in v.detail  # 4 x cores is still outside its range
 
 
+FULL = Context(mode="full", cores=2, decay_ms=500)
+
+
+def test_threads_full_mode_runs_issue_30s_shapes_ten_times_alone_and_oversubscribed() -> None:
+    cells = {c.key: c for c in EXPERIMENTS["threads"].cells(FULL)}
+    busy = [c for c in cells.values() if c.busy]
+    assert len(busy) == len(LOAD_SHAPES) * 2 and all(c.busy == FULL.cores for c in busy)
+    for c in busy:
+        twin = cells[c.key.removesuffix("/busy")]  # the same work, without the busy loops
+        assert c.reps == twin.reps == LOAD_REPS and c.args == twin.args, c.key
+        assert c.info["threads"] in (2, 4 * FULL.cores)
+    assert {c.info["variant"] for c in busy} == set(LOAD_SHAPES)
+    assert not any(c.busy for c in EXPERIMENTS["threads"].cells(CTX)), "quick mode keeps its budget"
+    assert all(not k.endswith("/busy") for k in EXPERIMENTS["threads"].timed_cells(FULL))
+
+
+def test_threads_shapes_judged_by_their_worst_peak_rss() -> None:
+    """frugal's median peak RSS like everyone's, but its worst run 1.5 x glibc's worst: a fail
+    that names the cell; within 1.25 x glibc's worst and under mimalloc's, a pass."""
+    res = make("threads", ALLOCS, threads_metrics(True), ctx=FULL)
+    cell = "remote/256/8/busy"
+    spread(res, "glibc", cell, "maxrss", 8 * MiB, 20 * MiB)
+    spread(res, "mimalloc", cell, "maxrss", 8 * MiB, 40 * MiB)
+    spread(res, "frugal", cell, "maxrss", 8 * MiB, 30 * MiB)
+    v = EXPERIMENTS["threads"].verdicts(res, FULL)[4]
+    print(v.detail)
+    assert v.status == FAIL and "remote 256 B N=8 + 2 busy: 30.0 MiB (≤ 25.0, 1.25× glibc's)" in v.detail
+    spread(res, "frugal", cell, "maxrss", 8 * MiB, 24 * MiB)
+    assert EXPERIMENTS["threads"].verdicts(res, FULL)[4].status == PASS
+    table = EXPERIMENTS["threads"].tables(res, FULL)[-1]
+    row = next(r for r in table[2] if r[0] == "remote 256 B N=8 + 2 busy")
+    assert row[table[1].index("frugal")].startswith("24.0 (10.0)")
+
+
 def test_threads_time_is_extrapolated_where_the_cap_stopped_a_run() -> None:
     exp = EXPERIMENTS["threads"]
     cell = next(c for c in exp.cells(CTX) if c.key == "malloc/128/1")
@@ -220,7 +256,7 @@ def test_threads_full_mode_calibrates_every_cell_to_the_target() -> None:
 
     work = EXPERIMENTS["threads"].calibrate(full, probe)
     cells = EXPERIMENTS["threads"].cells(replace(full, work=work))
-    assert len(work) == len(cells)
+    assert len(work) == len([c for c in cells if not c.busy])  # a busy cell does its plain twin's work
     for c in cells:
         took = 0.05 + c.info["objects"] * 2e-9  # what "fast" takes on it
         assert TARGET_S["full"] <= took <= 1.5 * TARGET_S["full"], (c.key, took)

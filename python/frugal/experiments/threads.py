@@ -51,6 +51,17 @@ CAP_TARGETS = 3
 # had run at all (0 objects done, nothing to extrapolate from).
 CAP_MIN_MS = 200
 SCALING_FACTOR = 0.9  # LAB.md: speedup >= 0.9 x min(N, cores)
+# Issue #30: the shapes where blocks die on other threads, at 2 and 4 x cores threads, alone and
+# beside a busy loop per core (the machine oversubscribed: some thread is always off the CPU),
+# each 10 times, judged by the worst peak RSS, since a footprint that depends on the scheduler's
+# luck is what a server with more threads than cores lives with (the remote shape: 10-140 MB
+# between identical runs). The cross shape runs at the seed's 1 KiB. Full mode only: 16 cells
+# x 10 runs x 5 allocators would be twice the quick lab's 5 minutes.
+LOAD_SHAPES = ("remote", "cross", "storm", "bursts")
+LOAD_REPS = 10
+# Issue #30's bounds on frugal's worst peak RSS: this times glibc's worst, and mimalloc's worst.
+WORST_RSS_GLIBC = 1.25
+WORST_RSS_MIMALLOC = 1.0
 
 
 def thread_counts(ctx: Context) -> list[int]:
@@ -62,8 +73,13 @@ def thread_counts(ctx: Context) -> list[int]:
     return sorted(set(range(1, c + 1)) | {2 * c, 4 * c})
 
 
-def cell_key(variant: str, size: int, n: int) -> str:
-    return f"{variant}/{size}/{n}"
+def cell_key(variant: str, size: int, n: int, busy: bool = False) -> str:
+    return f"{variant}/{size}/{n}" + ("/busy" if busy else "")
+
+
+def shape_size(variant: str) -> int:
+    """The --size a shape of issue #30's runs at: the cross shape at the seed's 1 KiB."""
+    return 1 * KiB if variant == "cross" else SHAPES[variant]
 
 
 def default_objects(ctx: Context, variant: str, size: int) -> int:
@@ -111,20 +127,36 @@ class Threads(Experiment):
         out += [("cross", s, n) for s in self.design_sizes(ctx) for n in pairs]
         out += [("storm", SHAPES["storm"], 2), ("bursts", SHAPES["bursts"], 2)]
         out += [(v, SHAPES[v], n) for v in ("takeover", "remote") for n in pairs]
+        if ctx.mode == "full":  # issue #30's: every shape at 4 x cores too
+            out += [(v, SHAPES[v], 4 * ctx.cores) for v in ("storm", "bursts")]
         return out
+
+    def load_layout(self, ctx: Context) -> list[tuple[str, int, int]]:
+        """Issue #30's cells that also run beside a busy loop per core (full mode)."""
+        if ctx.mode != "full":
+            return []
+        return [(v, shape_size(v), n) for v in LOAD_SHAPES for n in sorted({2, 4 * ctx.cores})]
+
+    def judged_by_worst(self, ctx: Context, variant: str, size: int) -> bool:
+        """Whether a cell is one of issue #30's, run LOAD_REPS times (full mode)."""
+        return ctx.mode == "full" and variant in LOAD_SHAPES and size == shape_size(variant)
 
     def cells(self, ctx: Context) -> list[Cell]:
         cells = []
         cap_ms = max(CAP_MIN_MS, round(1000 * CAP_TARGETS * TARGET_S[ctx.mode]))
-        for variant, size, n in self.layout(ctx):
-            key = cell_key(variant, size, n)
-            objects = ctx.work.get(f"{self.name}/{key}", default_objects(ctx, variant, size))
+        plain = [(v, s, n, False) for v, s, n in self.layout(ctx)]
+        for variant, size, n, busy in plain + [(v, s, n, True) for v, s, n in self.load_layout(ctx)]:
+            key = cell_key(variant, size, n, busy)
+            # A busy cell does its plain twin's work (calibrated without the busy loops).
+            objects = ctx.work.get(f"{self.name}/{cell_key(variant, size, n)}", default_objects(ctx, variant, size))
             args = ["--threads", str(n), "--size", str(size), "--objects", str(objects), "--variant", variant,
                     "--max-ms", str(cap_ms)]
             if variant == "storm":
                 args += ["--rounds", str(STORM_ROUNDS)]
-            cells.append(Cell(self.name, key, "threads", tuple(args), ctx.reps,
-                              info={"variant": variant, "size": size, "threads": n, "objects": objects}))
+            reps = max(ctx.reps, LOAD_REPS) if self.judged_by_worst(ctx, variant, size) else ctx.reps
+            cells.append(Cell(self.name, key, "threads", tuple(args), reps, busy=ctx.cores if busy else 0,
+                              info={"variant": variant, "size": size, "threads": n, "objects": objects,
+                                    "busy": ctx.cores if busy else 0}))
         return cells
 
     def calibrate(self, ctx: Context, probe: Callable[[Cell, list[str] | None], dict[str, Sample]]) -> dict[str, int]:
@@ -145,7 +177,7 @@ class Threads(Experiment):
             return out
 
         work: dict[str, int] = {}
-        for cell in self.cells(replace(ctx, work={})):
+        for cell in [c for c in self.cells(replace(ctx, work={})) if not c.busy]:
             cost = seconds_per_object(cell, cell.info["objects"], PROBE_MS, None)
             finalists = sorted(cost, key=cost.__getitem__)[:PROBE_FINALISTS]
             if not finalists:
@@ -177,6 +209,7 @@ class Threads(Experiment):
         m["time"] = wall * cell.info["objects"] / done  # extrapolated where the cap stopped the run
         m["throughput"] = done / wall
         m["stopped"] = 1.0 if rec["stopped"] else 0.0
+        m["held_peak"] = float(rec.get("held_peak", 0))  # the workload's own, between threads
         return m, {}
 
     def reference(self, res: ExpResult) -> str:
@@ -193,7 +226,24 @@ class Threads(Experiment):
 
     def label(self, res: ExpResult, cell: str) -> str:
         i = res.info[cell]
-        return f"{i['variant']} {size_label(i['size'])} N={i['threads']}"
+        busy = f" + {i['busy']} busy" if i.get("busy") else ""
+        return f"{i['variant']} {size_label(i['size'])} N={i['threads']}{busy}"
+
+    def scored_cells(self, res: ExpResult) -> list[str]:
+        """Not the busy cells: their times are the busy loops' as much as the allocator's, and
+        the summary line stays comparable with runs before issue #30."""
+        return [c for c in res.cells if not res.info.get(c, {}).get("busy")]
+
+    def timed_cells(self, ctx: Context) -> list[str]:
+        return [c.key for c in self.cells(ctx) if not c.busy]
+
+    def shape_cells(self, res: ExpResult) -> list[str]:
+        """Issue #30's cells: its shapes at their own sizes (not the cross shape's others)."""
+        return [c for c in self.of(res, *LOAD_SHAPES) if res.info[c]["size"] == shape_size(res.info[c]["variant"])]
+
+    def worst(self, res: ExpResult, a: str, c: str, metric: str = "maxrss") -> float:
+        """The worst (highest) of `a`'s repetitions on `c`: the median where none is kept."""
+        return res.hi.get(a, {}).get(c, {}).get(metric, res.m(a, c, metric))
 
     def best_other(self, res: ExpResult, cell: str) -> str | None:
         """The allocator other than frugal with the lowest median time on `cell`."""
@@ -245,6 +295,18 @@ class Threads(Experiment):
                 checks.append((self.label(res, c), None if noise else f >= mi, f"{f / mi:.2f}× mimalloc"))
             return checks
 
+        def worst_rss() -> list[Check]:
+            checks: list[Check] = []
+            for c in self.shape_cells(res):
+                f = self.worst(res, FRUGAL, c)
+                bars = [(WORST_RSS_GLIBC * self.worst(res, "glibc", c), f"{WORST_RSS_GLIBC:.2f}× glibc's"),
+                        (WORST_RSS_MIMALLOC * self.worst(res, "mimalloc", c), "mimalloc's")]
+                bars = [(b, name) for b, name in bars if not math.isnan(b)]
+                if bars and not math.isnan(f):
+                    bar, name = min(bars)
+                    checks.append((self.label(res, c), f <= bar, f"{f / MiB:.1f} MiB (≤ {bar / MiB:.1f}, {name})"))
+            return checks
+
         def best() -> list[Check]:
             checks: list[Check] = []
             for c in shapes:
@@ -261,6 +323,8 @@ class Threads(Experiment):
             self.judge(res, "frugal: at 4 × cores no worse than at cores", plain, oversubscribed),
             self.judge(res, "frugal: cross-thread throughput ≥ mimalloc's", cross, handed_over, against="mimalloc"),
             self.judge(res, "frugal: issue #11's shapes in no more time than the best other", shapes, best),
+            self.judge(res, f"frugal: shapes' worst peak RSS ≤ {WORST_RSS_GLIBC:.2f} × glibc's worst and ≤ "
+                            "mimalloc's worst", self.shape_cells(res), worst_rss),
         ]
 
     def time_text(self, res: ExpResult, a: str, c: str) -> str:
@@ -305,5 +369,13 @@ class Threads(Experiment):
                 for c in self.of(res, "cross", *SHAPES)]
         if rows:
             tables.append(("Blocks freed by other threads: allocations per second, peak RSS",
+                           ["cell"] + res.allocators, rows))
+        rows = [[self.label(res, c)] + [f"{fmt(self.worst(res, a, c) / MiB, 1)} ({fmt(res.m(a, c, 'maxrss') / MiB, 1)}); "
+                                        f"held {fmt(self.worst(res, a, c, 'held_peak') / MiB, 1)}" for a in res.allocators]
+                for c in self.shape_cells(res)]
+        if rows:
+            tables.append(("Peak RSS of the shapes (issue #30), MiB: the worst of the repetitions (their median); "
+                           "held: the most the workload itself held between threads at once, the highest of the "
+                           "repetitions (bench/threads' held_peak), which no allocator can give back",
                            ["cell"] + res.allocators, rows))
         return tables
