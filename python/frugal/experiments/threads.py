@@ -234,9 +234,6 @@ class Threads(Experiment):
         the summary line stays comparable with runs before issue #30."""
         return [c for c in res.cells if not res.info.get(c, {}).get("busy")]
 
-    def timed_cells(self, ctx: Context) -> list[str]:
-        return [c.key for c in self.cells(ctx) if not c.busy]
-
     def shape_cells(self, res: ExpResult) -> list[str]:
         """Issue #30's cells: its shapes at their own sizes (not the cross shape's others)."""
         return [c for c in self.of(res, *LOAD_SHAPES) if res.info[c]["size"] == shape_size(res.info[c]["variant"])]
@@ -253,7 +250,9 @@ class Threads(Experiment):
         return min(times, key=times.__getitem__) if times else None
 
     def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
-        plain, cross, shapes = self.of(res, "malloc"), self.of(res, "cross"), self.of(res, *SHAPES)
+        # The busy cells are judged by their peak RSS only: their times are the busy loops' too.
+        quiet = [c for c in res.cells if not res.info.get(c, {}).get("busy")]
+        plain, cross, shapes = ([c for c in self.of(res, *v) if c in quiet] for v in (("malloc",), ("cross",), SHAPES))
 
         def per_object(cell: str) -> tuple[float, float, float]:
             """frugal's ns per allocation on `cell`: median, and the repetitions' min and max."""
