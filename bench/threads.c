@@ -175,7 +175,9 @@ static inline bool past_deadline(void) { return run.deadline_ns && lab_now_ns() 
  * mailboxes are unbounded, and what piles up is the bytes a thread mails while the thread it
  * mails to is off the CPU: 3.8 to 50 MiB between identical runs (issue #30), under every
  * allocator. Counted once a batch (after its mailing, after a drain), not once a block: two
- * atomics per 1,000 allocations; the peak then misses at most a batch's mail a thread. */
+ * atomics per 1,000 allocations. So it is a near figure both ways: it misses at most a batch's
+ * mail a thread, and while a pile is being freed it still counts all of it, though the freed
+ * part may be handed out again (in 2-thread runs it read up to 5.5 MiB over the peak RSS). */
 static _Atomic(int64_t) held_now, held_peak;
 
 static void held_add(int64_t bytes) {
