@@ -173,7 +173,7 @@ static inline bool past_deadline(void) { return run.deadline_ns && lab_now_ns() 
  * freed yet, and the most of them at once, reported as held_peak: no allocator can give them
  * back, so peak RSS minus held_peak is the allocator's own part. In the remote shape the
  * mailboxes are unbounded, and what piles up is the bytes a thread mails while the thread it
- * mails to is off the CPU: 3.8 to 50 MiB between identical runs (issue #30), under every
+ * mails to is off the CPU: 3.8 to 50 MiB between identical runs, under every
  * allocator. Counted once a batch (after its mailing, after a drain), not once a block: two
  * atomics per 1,000 allocations. So it is a near figure both ways: it misses at most a batch's
  * mail a thread, and while a pile is being freed it still counts all of it, though the freed

@@ -1,5 +1,5 @@
 """Seed 4's experiment: N threads sharing allocation work in the seed's shapes (batches, its
-locked designs, a cross-thread queue) and issue #11's, where blocks die on other threads. Each
+locked designs, a cross-thread queue) and the thread shapes, where blocks die on other threads. Each
 cell's work is calibrated so that the fastest allocator takes the mode's target time."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from .base import Check, Experiment, Table, base_metrics, fmt
 
 THREAD_SIZES = (128, 1 * KiB, 1 * MiB)
 SEED_DESIGNS = ("global-mutex", "mutex-array")
-# Issue #11's shapes, with the --size their random sizes are drawn around (storm: 16 B up to it,
+# The thread shapes, with the --size their random sizes are drawn around (storm: 16 B up to it,
 # one in 32 from 10 to 1000 times larger; the others: 16 B to twice it).
 SHAPES = {"storm": 128, "bursts": 512, "takeover": 256, "remote": 256}
-STORM_ROUNDS = 400  # issue #11: 400 rounds of 2 threads
-# Issue #11 item 3: every cell runs at least 0.3 s under the fastest allocator (full: ~2 s), or
+STORM_ROUNDS = 400  # 400 rounds of 2 threads
+# Every cell runs at least 0.3 s under the fastest allocator (full: ~2 s), or
 # a median says nothing: the cells of 10-70 ms it had left speedups to noise.
 TARGET_S = {"quick": 0.3, "full": 2.0, "smoke": 0.005}
 # X per (variant, size), the same for every N and allocator. Quick: 0.315 s times the fastest
@@ -78,7 +78,7 @@ def cell_key(variant: str, size: int, n: int, busy: bool = False) -> str:
 
 
 def shape_size(variant: str) -> int:
-    """The --size a shape of issue #30's runs at: the cross shape at the seed's 1 KiB."""
+    """The --size a footprint shape runs at: the cross shape at the seed's 1 KiB."""
     return 1 * KiB if variant == "cross" else SHAPES[variant]
 
 
@@ -121,13 +121,13 @@ class Threads(Experiment):
         # Quick mode runs the seed's designs where their locks contend (N = cores) only.
         out += [(v, s, n) for s in self.design_sizes(ctx) for v in SEED_DESIGNS
                 for n in (counts if ctx.mode != "quick" else [ctx.cores])]
-        # The queue and the shapes at 2 threads (issue #11's) or at the core count; full adds 4 x.
+        # The queue and the shapes at 2 threads or at the core count; full adds 4 x.
         # Quick mode runs the queue at the seed's 1 KiB only: the lab's budget is 5 minutes.
         pairs = [max(2, ctx.cores)] + ([4 * ctx.cores] if ctx.mode == "full" else [])
         out += [("cross", s, n) for s in self.design_sizes(ctx) for n in pairs]
         out += [("storm", SHAPES["storm"], 2), ("bursts", SHAPES["bursts"], 2)]
         out += [(v, SHAPES[v], n) for v in ("takeover", "remote") for n in pairs]
-        if ctx.mode == "full":  # issue #30's: every shape at 4 x cores too
+        if ctx.mode == "full":  # the footprint shapes: every shape at 4 x cores too
             out += [(v, SHAPES[v], 4 * ctx.cores) for v in ("storm", "bursts")]
         return out
 
@@ -138,7 +138,7 @@ class Threads(Experiment):
         return [(v, shape_size(v), n) for v in LOAD_SHAPES for n in sorted({2, 4 * ctx.cores})]
 
     def judged_by_worst(self, ctx: Context, variant: str, size: int) -> bool:
-        """Whether a cell is one of issue #30's, run LOAD_REPS times (full mode)."""
+        """Whether a cell is a footprint shape's, run LOAD_REPS times (full mode)."""
         return ctx.mode == "full" and variant in LOAD_SHAPES and size == shape_size(variant)
 
     def cells(self, ctx: Context) -> list[Cell]:
@@ -194,7 +194,7 @@ class Threads(Experiment):
 
     def variant_subset(self, ctx: Context) -> list[str]:
         # One thread, every size at N = cores (where the scaling verdict looks; smoke stops at
-        # 2 threads), cross-thread frees, and the storm, where issue #11 found frugal behind.
+        # 2 threads), cross-thread frees, and the storm, where frugal was found behind.
         n = min(ctx.cores, max(thread_counts(ctx)))
         return [cell_key("malloc", 128, 1)] + [cell_key("malloc", s, n) for s in THREAD_SIZES] + [
             cell_key("cross", 1 * KiB, max(2, ctx.cores)), cell_key("storm", SHAPES["storm"], 2)]
@@ -231,7 +231,7 @@ class Threads(Experiment):
 
     def scored_cells(self, res: ExpResult) -> list[str]:
         """Not the busy cells: their times are the busy loops' as much as the allocator's, and
-        the summary line stays comparable with runs before issue #30."""
+        the summary line stays comparable with runs without them."""
         return [c for c in res.cells if not res.info.get(c, {}).get("busy")]
 
     def shape_cells(self, res: ExpResult) -> list[str]:
@@ -321,7 +321,7 @@ class Threads(Experiment):
             self.judge(res, f"frugal: speedup ≥ {SCALING_FACTOR} × min(N, cores)", plain, scaling),
             self.judge(res, "frugal: at 4 × cores no worse than at cores", plain, oversubscribed),
             self.judge(res, "frugal: cross-thread throughput ≥ mimalloc's", cross, handed_over, against="mimalloc"),
-            self.judge(res, "frugal: issue #11's shapes in no more time than the best other", shapes, best),
+            self.judge(res, "frugal: the thread shapes in no more time than the best other", shapes, best),
             self.judge(res, f"frugal: shapes' worst peak RSS ≤ {WORST_RSS_GLIBC:.2f} × glibc's worst and ≤ "
                             "mimalloc's worst", self.shape_cells(res), worst_rss),
         ]
@@ -373,7 +373,7 @@ class Threads(Experiment):
                                         f"held {fmt(self.worst(res, a, c, 'held_peak') / MiB, 1)}" for a in res.allocators]
                 for c in self.shape_cells(res)]
         if rows:
-            tables.append(("Peak RSS of the shapes (issue #30), MiB: the worst of the repetitions (their median); "
+            tables.append(("Peak RSS of the shapes, MiB: the worst of the repetitions (their median); "
                            "held: the most the workload itself held between threads at once, the highest of the "
                            "repetitions (bench/threads' held_peak), which no allocator can give back",
                            ["cell"] + res.allocators, rows))
