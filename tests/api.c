@@ -68,6 +68,27 @@ static void row_malloc_huge(const api_t *a) {
   }
 }
 
+/* More memory than the machine has (2 TiB, 4 TiB), under the kernel's heuristic overcommit
+ * (its default): NULL with ENOMEM, as glibc's malloc gives (the kernel refuses the mapping).
+ * A program that tries a huge size first and falls back (gdk-pixbuf's decoders) relies on it. */
+static void row_malloc_beyond_memory(const api_t *a) {
+  FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+  int mode = -1;
+  if (f != NULL && fscanf(f, "%d", &mode) != 1) mode = -1;
+  if (f != NULL) fclose(f);
+  if (mode != 0) {
+    check_note("vm.overcommit_memory is %d, not 0: the kernel may grant any size", mode);
+    return;
+  }
+  size_t sizes[] = {(size_t)2 << 40, (size_t)4 << 40};
+  for (size_t i = 0; i < 2; i++) {
+    CHECKF(TU_FAILS_WITH(ENOMEM, a->malloc(tu_size(sizes[i]))), "%smalloc(%zu TiB) returns NULL with ENOMEM", a->pfx,
+           sizes[i] >> 40);
+    CHECKF(TU_FAILS_WITH(ENOMEM, a->calloc(1, tu_size(sizes[i]))), "%scalloc(1, %zu TiB) returns NULL with ENOMEM",
+           a->pfx, sizes[i] >> 40);
+  }
+}
+
 /* calloc(n, s) with n*s overflowing, reallocarray overflow: NULL, ENOMEM. */
 static void row_calloc_overflow(const api_t *a) {
   static const struct {
@@ -379,6 +400,7 @@ int main(void) {
     row_malloc_zero(a);
     row_free_errno(a);
     row_malloc_huge(a);
+    row_malloc_beyond_memory(a);
     row_calloc_overflow(a);
     row_calloc_zero(a);
     row_realloc_null(a);

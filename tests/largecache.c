@@ -431,12 +431,40 @@ static bool run_decay_child(void) {
   return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* calloc of a cached block: zeroed, and the block's pages given back rather than written (a
+ * program that callocs a big buffer and uses a corner of it held all of it resident). */
+static void calloc_reused(void) {
+  size_t n = 64 * TU_MIB;
+  char *p = tu_ptr(malloc(n));
+  memset(p, 0xa5, n);
+  free(p);
+  size_t before = tu_rss();
+  char *q = tu_ptr(calloc(1, n));
+  size_t after = tu_rss();
+  CHECKF(q == p, "calloc of 64 MiB reuses the cached block (%p, freed %p)", (void *)q, (void *)p);
+  CHECKF(before > after + 56 * TU_MIB, "...whose pages go back rather than being written: RSS %.1f -> %.1f MiB",
+         before / (double)TU_MIB, after / (double)TU_MIB);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; i++) nonzero += q[i] != 0;
+  CHECKF(nonzero == 0, "...and reads as zeros, every byte (%zu not)", nonzero);
+  free(q);
+  char *r = tu_ptr(calloc(1, 2 * TU_MIB + 123)); /* partial pages at both ends */
+  memset(r, 1, 2 * TU_MIB + 123);
+  free(r);
+  r = tu_ptr(calloc(1, 2 * TU_MIB + 123));
+  nonzero = 0;
+  for (size_t i = 0; i < 2 * TU_MIB + 123; i++) nonzero += r[i] != 0;
+  CHECKF(nonzero == 0, "a reused 2 MiB + 123 B block, calloc'd: zero to its last byte (%zu not)", nonzero);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "decay") == 0) {
     decay();
     return check_finish("largecache decay");
   }
   hot_loop();
+  calloc_reused();
   waste_bound();
   grow_from_cache();
   random_big_blocks();
