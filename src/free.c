@@ -225,7 +225,9 @@ static fg_noinline fg_warm void free_sized_slow(void *p, size_t size, bool user)
   } else {
     fg_page_t *page = _fg_page_at(s, p, page_shift);
     if (page->heap == NULL) _fg_misuse("double free", p); /* its page was released */
-    if (block_checked(page, p) == p) _fg_misuse("wrong size in sized free", p);
+    /* Secure mode's blocks are a class up for the canary (_fg_secure_size): 8 bytes more. */
+    if (block_checked(page, p) == p && _fg_wrong_size(size, page->block_size, _fg_secure_on() ? 8 : 0))
+      _fg_misuse("wrong size in sized free", p);
   }
   free_ours(p, page_shift, false, 0, user);
 }

@@ -216,6 +216,10 @@ static void ok_sized_same_class(void) {
   free_sized(v, 520);
   void *w = realloc(malloc(3 << 20), (3 << 20) - 300000); /* a large block, shrunk in place */
   free_sized(w, (3 << 20) - 300000);
+  for (size_t n = 0; n <= 1200; n++) { /* every size with its own (secure mode: a class up) */
+    free_sized(malloc(n), n);
+    cxx_delete_sized(cxx_new(n + 1), n + 1);
+  }
 }
 static void ok_reuse_then_free(void) {
   for (int i = 0; i < 1000; i++) {
