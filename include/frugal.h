@@ -80,8 +80,8 @@ bool fg_is_owned(const void *p);
     "about one allocation (<= 4 KiB) in N ends against a guard page, and stays out of reach a while after free " \
     "(0: off; 1: every one)")                                                                                  \
   X(GUARD_UNDERFLOW, 0, 0, 1, 0, "1: guarded blocks start right after their guard page (catch underflows, not overflows)") \
-  X(CONTROL, -1, -1, 1, 0,                                                                                     \
-    "1: answer `frugal snapshot` and `frugal top` on a UNIX socket while running; 0: never; -1: with the ledger or a profile on") \
+  X(CONTROL, 0, 0, 1, 0,                                                                                       \
+    "1: answer `frugal snapshot` and `frugal top` on a UNIX socket while running (a thread and 3 descriptors of frugal's)") \
   X(SNAPSHOT_EVERY_S, 0, 0, 86400, 0,                                                                          \
     "seconds between snapshots (ledger.json, profile.json) written under the profile's or the ledger file's directory, in snapshots/PID-TIME/ (0: none)") \
   X(SNAPSHOT_KEEP, 24, 1, 100000, 0, "snapshots kept per process: the oldest go as new ones are written")

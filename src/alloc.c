@@ -175,7 +175,10 @@ fg_export void *fg_calloc(size_t count, size_t size) {
     return NULL;
   }
   void *p = malloc_hooked(total); /* zeroed after the hook: it checks the free fill */
-  if (p != NULL) memset(p, 0, total);
+  if (p != NULL && total > FG_CLASS_MAX)
+    _fg_large_zero(p, total); /* its pages given back, not written: see large.c */
+  else if (p != NULL)
+    memset(p, 0, total);
   return p;
 }
 

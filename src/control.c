@@ -252,6 +252,7 @@ static void *control_main(void *arg) {
     struct pollfd p[2] = {{listen_fd, POLLIN, 0}, {wake_fds[0], POLLIN, 0}};
     int n = poll(p, 2, timeout_ms(poll_ms));
     if (n < 0 && errno != EINTR) break;
+    if ((p[0].revents | p[1].revents) & POLLNVAL) break; /* the program closed them: end, not spin */
     if (snap_every_ms != 0 && _fg_clock_ms() >= snap_due) {
       snapshot();
       snap_due = _fg_clock_ms() + snap_every_ms;
@@ -271,6 +272,8 @@ static void *control_main(void *arg) {
       if (fd >= 0) {
         answer(fd);
         close(fd);
+      } else if (errno == EBADF || errno == ENOTSOCK || errno == EINVAL) {
+        break; /* its descriptor now holds something of the program's */
       }
     }
   }
@@ -333,13 +336,13 @@ static void snapshots_enable(void) {
   snap_due = _fg_clock_ms() + snap_every_ms;
 }
 
-/* From the constructor: FRUGAL_CONTROL 1, or -1 (the default) with the ledger, a profile or
- * periodic snapshots. */
+/* From the constructor: with FRUGAL_CONTROL=1, or periodic snapshots. Off by default, even
+ * with the ledger or a profile on: its socket and pipe are descriptors the program did not
+ * open, and programs that check theirs (D-Bus's own tests, in a fork child that got a channel
+ * of its own) failed on them. */
 void _fg_control_enable(void) {
-  long on = _fg_option(FG_OPTION_CONTROL);
   snapshots_enable();
-  if (on == 0 || (on < 0 && !_fg_ledger_active() && fg_option_get_string(FG_OPTION_PROFILE) == NULL && snap_every_ms == 0))
-    return;
+  if (_fg_option(FG_OPTION_CONTROL) == 0 && snap_every_ms == 0) return;
   socket_dir(sock_dir, sizeof sock_dir);
   atomic_store(&state, NOT_STARTED);
   _fg_control_poke();

@@ -412,6 +412,7 @@ size_t _fg_large_usable(fg_segment_t *s, const void *p);
 void *_fg_large_realloc(fg_segment_t *s, void *p, size_t size);
 bool _fg_large_cache_collect(uint64_t now, bool force); /* true: some left */
 bool _fg_large_heap_expire(fg_heap_t *heap, uint64_t now); /* the purger's pass; true: some left */
+void _fg_large_zero(void *block, size_t size); /* calloc's zeroing of a large block: pages given back */
 void _fg_large_heap_collect(fg_heap_t *heap, uint64_t now, bool force); /* the heap's own cache */
 size_t _fg_large_heap_cached(fg_heap_t *heap); /* bytes in a heap's large cache */
 void _fg_large_trim(fg_heap_t *heap, size_t bytes); /* small pages grew by bytes: give back as much */

@@ -528,7 +528,8 @@ static fg_segment_t *take_nearest(fg_heap_t *heap, size_t need) {
  * only the partial pages at its ends are cleared here. A memset touched every page: a
  * program that callocs a big buffer and uses a corner of it (gdk-pixbuf's JPEG tests) held
  * 12 GB resident where glibc held 50 MB. */
-static void zero_reused(uint8_t *p, size_t size) {
+void _fg_large_zero(void *block, size_t size) {
+  uint8_t *p = block;
   uintptr_t start = fg_align_up((uintptr_t)p, FG_OS_PAGE), end = ((uintptr_t)p + size) & ~(FG_OS_PAGE - 1);
   if (end <= start) {
     memset(p, 0, size);
@@ -610,7 +611,7 @@ fg_warm void *_fg_large_alloc(size_t size, size_t align, bool zero) {
   s->sampled = 0; /* sample.c marks its own after this */
   atomic_store_explicit(&s->large_state, FG_LARGE_LIVE, memory_order_relaxed);
   uint8_t *p = (uint8_t *)s + offset;
-  if (zero && !fresh) zero_reused(p, size); /* a fresh mapping is zero already */
+  if (zero && !fresh) _fg_large_zero(p, size); /* a fresh mapping is zero already */
   if (heap != NULL) {
     heap->large_live += (int64_t)s->mapped;
     if (heap->large_live > heap->large_peak) heap->large_peak = heap->large_live;

@@ -21,8 +21,8 @@ from pathlib import Path
 
 REQUESTS = ("ledger", "profile", "options", "collect")
 DEFAULT_TIMEOUT = 10.0
-HOW_TO_ENABLE = ("start it with LD_PRELOAD=/path/to/libfrugal.so and FRUGAL_CONTROL=1 (or with the ledger, "
-                 "FRUGAL_STATS=1 or FRUGAL_STATS_FILE=PATH, or a profile, FRUGAL_PROFILE=DIR)")
+HOW_TO_ENABLE = ("start it with LD_PRELOAD=/path/to/libfrugal.so and FRUGAL_CONTROL=1 (with the ledger, "
+                 "FRUGAL_STATS_FILE=PATH, or a profile, FRUGAL_PROFILE=DIR, beside it for classes and call sites)")
 
 
 class ControlError(Exception):
@@ -138,7 +138,7 @@ def no_channel_message(pid: int) -> str:
     elif env.get("FRUGAL_CONTROL") == "0":
         why = "it runs on frugal with FRUGAL_CONTROL=0, which turns the channel off"
     elif mapped:
-        why = "it runs on frugal without the control channel (neither the ledger nor a profile is on)"
+        why = "it runs on frugal without the control channel (FRUGAL_CONTROL=1 was not set)"
     else:
         why = "it does not run on frugal, or runs without the control channel"
     return f"process {pid} ({name}) has no frugal control channel (no {where}): {why}; {HOW_TO_ENABLE}"

@@ -14,10 +14,10 @@ from rich.markup import escape
 
 COMMANDS = ("snapshot", "top", "diff")
 
-CHANNEL_NOTE = ("The program must run on frugal (LD_PRELOAD=libfrugal.so) with its control channel on: it is on "
-                "with the ledger (FRUGAL_STATS=1, FRUGAL_STATS_FILE=PATH) or a profile (FRUGAL_PROFILE=DIR), or "
-                "with FRUGAL_CONTROL=1; its socket is $XDG_RUNTIME_DIR/frugal/PID.sock, else "
-                "/tmp/frugal-UID/PID.sock.")
+CHANNEL_NOTE = ("The program must run on frugal (LD_PRELOAD=libfrugal.so) with its control channel on "
+                "(FRUGAL_CONTROL=1, or periodic snapshots: FRUGAL_SNAPSHOT_EVERY_S); the ledger (FRUGAL_STATS_FILE=PATH) "
+                "or a profile (FRUGAL_PROFILE=DIR) beside it gives classes and call sites; its socket is "
+                "$XDG_RUNTIME_DIR/frugal/PID.sock, else /tmp/frugal-UID/PID.sock.")
 
 
 def positive(text: str) -> float:

@@ -189,6 +189,8 @@ class Program:
 def frugal_env(lib: Path, **options: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRUGAL_") and k != "LD_PRELOAD"}
     env["LD_PRELOAD"] = str(lib)
+    if any(k in options for k in ("FRUGAL_STATS_FILE", "FRUGAL_STATS", "FRUGAL_PROFILE", "FRUGAL_LEAKS")):
+        env["FRUGAL_CONTROL"] = "1"  # the channel is asked for; the instruments alone do not open it
     env.update(options)
     return env
 
@@ -407,7 +409,7 @@ def test_top_ends_when_the_program_exits(lib: Path, server_bin: Path, programs, 
 
 def test_errors_say_what_to_do(lib: Path, programs, tmp_path: Path) -> None:
     plain = programs(["sleep", "60"], {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}, stdin=False)
-    off = programs(["sleep", "60"], frugal_env(lib), stdin=False)  # frugal, neither ledger nor profile
+    off = programs(["sleep", "60"], frugal_env(lib), stdin=False)  # frugal, no FRUGAL_CONTROL
     forced = programs(["sleep", "60"], frugal_env(lib, FRUGAL_CONTROL="0", FRUGAL_PROFILE=str(tmp_path / "p")),
                       stdin=False)
     time.sleep(0.3)
