@@ -8,7 +8,7 @@ STRESS_SECONDS ?= 30
 SECONDS ?= 300
 MINUTES ?= 10
 
-.PHONY: all build venv test bench bench-full install clean format fuzz sanitize soak
+.PHONY: all build venv test bench bench-full install clean format fuzz sanitize soak check-real
 
 all: build venv
 
@@ -42,6 +42,16 @@ sanitize:
 # Stress, fork and churn in a loop for MINUTES, with RSS bounds (stated in tests/soak.sh).
 soak: build
 	tests/soak.sh $(BUILD) $(MINUTES)
+
+# Real programs' own test suites (CPython's regression tests; GLib's, gdk-pixbuf's, D-Bus's and
+# glib-networking's installed tests) under glibc and under frugal in each mode; fails when a
+# test that passes under glibc fails under frugal. REAL_SIZE=quick (~5 min, CI) or full (every
+# slice, all modes: ~1-1.5 h); REAL_LIB: the library to preload. Needs the suites' Debian
+# packages (.ci/run lists them). Results in out/check-real/; tests/real/README.md tells the rest.
+REAL_SIZE ?= quick
+REAL_LIB  ?= $(BUILD)/libfrugal.so
+check-real: build
+	/usr/bin/python3 -B tests/real/check_real.py --lib $(REAL_LIB) --size $(REAL_SIZE) --out out/check-real
 
 bench: all
 	$(VENV)/bin/frugal bench --build $(BUILD) --out out/lab
