@@ -123,6 +123,7 @@ static void coroutine_allocations(void) {
   CHECK("100 guarded allocations on a coroutine's heap stack", co_done == 1);
 }
 static void *thread_bug(void *arg) {
+  free(tu_ptr(malloc(8))); /* not the thread's first block: under UBSan its runtime's is */
   use_after_free_read();
   return arg;
 }
@@ -227,8 +228,16 @@ int main(void) {
   const char *u = getenv("FRUGAL_GUARD_UNDERFLOW");
   int side = u != NULL && strcmp(u, "1") == 0 ? 2 : 1;
   printf("# guarded blocks placed %s their page\n", side == 2 ? "at the start of" : "at the end of");
-  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++)
+  /* Under UBSan (make sanitize sets UBSAN_OPTIONS) its runtime allocates in each new thread
+   * before the thread's own code runs: the thread's first block is not the test's. */
+  bool ubsan = getenv("UBSAN_OPTIONS") != NULL;
+  for (size_t i = 0; i < sizeof bugs / sizeof *bugs; i++) {
+    if (ubsan && bugs[i].run == overflow_thread_first) {
+      check_note("%s: not checked under UBSan (its runtime allocates first in a thread)", bugs[i].name);
+      continue;
+    }
     if (bugs[i].side == 0 || bugs[i].side == side) run_case(&bugs[i]);
+  }
   fork_while_guarding();
   coroutine_allocations();
   tu_child_t c;
