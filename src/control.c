@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OFF, NOT_STARTED, STARTING, RUNNING };
+enum { OFF, NOT_STARTED, WANTED, STARTING, RUNNING }; /* as the purger's (purger.c) */
 static _Atomic int state = OFF;
 static int wake_fds[2] = {-1, -1}; /* written when the program's threads end (_fg_control_threads_ended) */
 static int listen_fd = -1;
@@ -302,11 +302,17 @@ static fg_noinline fg_rare void start(void) {
   atomic_store(&state, err == 0 ? RUNNING : OFF);
 }
 
-/* From the slow paths that cache memory (the purger's wake): a fork child, or a program whose
- * channel ended with its threads and then went on, gets its socket again. One load. */
+/* From the paths that cache memory (the purger's wake), frees among them: a fork child, or a
+ * program whose channel ended with its threads and then went on, wants its socket again; the
+ * next allocation's slow path starts it (_fg_background_start, never from a free). One load. */
 void _fg_control_poke(void) {
   int s = atomic_load_explicit(&state, memory_order_relaxed);
-  if (s == NOT_STARTED && atomic_compare_exchange_strong(&state, &s, STARTING)) start();
+  if (s == NOT_STARTED && atomic_compare_exchange_strong(&state, &s, WANTED)) atomic_store(&_fg_start_wanted, true);
+}
+
+void _fg_control_start_wanted(void) {
+  int s = WANTED;
+  if (atomic_compare_exchange_strong(&state, &s, STARTING)) start();
 }
 
 bool _fg_control_running(void) { return atomic_load(&state) >= STARTING; }
@@ -344,19 +350,21 @@ void _fg_control_enable(void) {
   snapshots_enable();
   if (_fg_option(FG_OPTION_CONTROL) == 0 && snap_every_ms == 0) return;
   socket_dir(sock_dir, sizeof sock_dir);
-  atomic_store(&state, NOT_STARTED);
-  _fg_control_poke();
+  atomic_store(&state, WANTED);
+  _fg_control_start_wanted(); /* the constructor is a safe place to start a thread */
 }
 
 /* Fork: the child has no control thread and must not answer on its parent's socket; it gets
- * one of its own at its next cache (_fg_control_poke). */
+ * one of its own at its first allocation's slow path (_fg_background_start), which a child
+ * that only execs never reaches. Runs after the purger's (init.c), which clears the flag. */
 void _fg_control_after_fork_child(void) {
   if (atomic_load(&state) == OFF) return;
   if (listen_fd >= 0) close(listen_fd);
   listen_fd = -1;
   if (wake_fds[0] >= 0) close(wake_fds[0]), close(wake_fds[1]);
   wake_fds[0] = wake_fds[1] = -1;
-  atomic_store(&state, NOT_STARTED);
+  atomic_store(&state, WANTED);
+  atomic_store(&_fg_start_wanted, true);
 }
 
 /* The socket goes with the process (the thread may not get to it: exit() does not wait). */

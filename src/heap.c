@@ -298,6 +298,7 @@ static void free_delayed(fg_heap_t *heap) {
  * reuses what it frees does not grow, and loses nothing. */
 #define GROWTH_STEP ((size_t)1 << 20)
 static fg_noinline void grew_by(fg_heap_t *heap, size_t *grown) {
+  _fg_purger_grew(); /* memory it may give back one day: before anything is cached, and freed */
   _fg_large_trim(heap, *grown);
   *grown = 0;
   heap->growth_checks++;
@@ -566,6 +567,7 @@ void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
   }
   fg_block_t *b = page_pop(page);
   if (fg_unlikely(heap->grown >= GROWTH_STEP)) grew(heap);
+  _fg_background_start(); /* wanted by what this call cached or grew */
   return b;
 }
 

@@ -149,7 +149,7 @@ int _fg_thread_start(void *(*main_fn)(void *)) {
  * (a zombie until the process ends) and frugal's other background thread. /proc/self/stat
  * has both: the main thread's state (field 3) and the number of threads (field 20).
  * Unreadable (no /proc, a sandbox): taken as ended, so the caller ends; the next cache
- * starts it again if anyone still runs. */
+ * wants it again if anyone still runs. */
 bool _fg_program_ended(void) {
   if (_fg_heaps_owned() != 0) return false;
   char buf[512];

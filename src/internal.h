@@ -384,6 +384,14 @@ void _fg_collect_all(fg_heap_t *heap, bool force); /* every layer; heap may be t
 /* ---- purger.c: the background thread that gives memory back while the program is quiet -- */
 void _fg_purger_enable(void); /* from the constructor: the thread may start from now on */
 void _fg_purger_wake(void);   /* something was cached; call with no frugal lock held */
+/* A background thread (purger, control channel) is wanted: the slow paths of allocation start
+ * it, never a free (purger.c). One load. */
+extern _Atomic bool _fg_start_wanted;
+void _fg_background_start_slow(void);
+void _fg_purger_grew(void); /* heap.c: a heap grew by a MiB: the purger is wanted */
+static inline void _fg_background_start(void) {
+  if (fg_unlikely(atomic_load_explicit(&_fg_start_wanted, memory_order_relaxed))) _fg_background_start_slow();
+}
 void _fg_purger_threads_ended(void); /* the last thread with a heap exited */
 bool _fg_purger_running(void);
 void _fg_purger_after_fork_child(void);
@@ -397,7 +405,8 @@ void _fg_threads_ended(void); /* the last thread with a heap exited: the backgro
 
 /* ---- control.c: the control channel (`frugal snapshot`, `frugal top`) ---------------------- */
 void _fg_control_enable(void); /* from the constructor */
-void _fg_control_poke(void);   /* something was cached: a channel that should run, runs */
+void _fg_control_poke(void);   /* something was cached: a channel that should run is wanted */
+void _fg_control_start_wanted(void); /* from _fg_background_start: a wanted channel starts */
 void _fg_control_threads_ended(void);
 bool _fg_control_running(void);
 void _fg_control_after_fork_child(void);

@@ -617,6 +617,7 @@ fg_warm void *_fg_large_alloc(size_t size, size_t align, bool zero) {
     if (heap->large_live > heap->large_peak) heap->large_peak = heap->large_live;
     _fg_heap_tick(heap); /* a thread that only uses large blocks still runs its decay pass */
   }
+  _fg_background_start(); /* wanted by what this call cached or grew */
   return p;
 }
 

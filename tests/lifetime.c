@@ -11,7 +11,10 @@
  *   - a daemon forks twice and setsids; posix_spawn and vfork + exec; a program that forbids
  *     itself new threads (seccomp) after start: all run and end as under glibc;
  *   - raise(SIGSEGV) and kill -SEGV end the program by SIGSEGV (guarded sampling's handler
- *     is installed), an ignored SIGSEGV stays ignored, a real fault still kills. */
+ *     is installed), an ignored SIGSEGV stays ignored, a real fault still kills;
+ *   - threads come and go by the hundred while the purger has little to do (decay 4 ms):
+ *     glibc frees a dead thread's TLS while it holds the lock pthread_create takes, and a
+ *     purger started from that free waited on it for ever. */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -256,6 +259,44 @@ static void sandboxed(void) {
   if (pthread_create(&t, NULL, worker_quiet, NULL) == 0) exit(5); /* the sandbox holds */
 }
 
+/* ---- threads come and go: frugal starts no thread from a free ------------------------------ */
+
+static void *churn_worker(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 64; i++) free(tu_ptr(malloc(32 + (size_t)i * 24)));
+  free(tu_ptr(malloc(100 << 10)));
+  return NULL;
+}
+
+/* Batches of 8 threads with 8 MiB stacks: 64 MiB is past glibc's 40 MiB stack cache, so each
+ * batch's joins free cached stacks, and their TLS through free, under its stack lock. Two
+ * such loops at once for 2 s, the purger's decay 4 ms: its passes run out of work often. */
+static void *churn_loop(void *arg) {
+  (void)arg;
+  double t0 = tu_now();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8 * TU_MIB);
+  while (tu_now() - t0 < 2.0) {
+    pthread_t t[8];
+    int n = 0;
+    for (int i = 0; i < 8; i++) n += pthread_create(&t[n], &attr, churn_worker, NULL) == 0;
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+  }
+  pthread_attr_destroy(&attr);
+  return NULL;
+}
+static void churn_run(void) {
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, churn_loop, NULL);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+static void churn(void) { /* options are read at start: a fresh process with a short decay */
+  setenv("FRUGAL_DECAY_MS", "4", 1);
+  execl("/proc/self/exe", "lifetime", "churn", (char *)NULL);
+  _exit(127);
+}
+
 typedef struct case_s {
   const char *name;
   void (*run)(void);
@@ -277,11 +318,14 @@ static const case_t cases[] = {
     {"a daemon forks twice and setsids: it runs and ends", daemonize, NULL, 0},
     {"posix_spawn and vfork + exec run and are waited for", spawn_and_vfork, NULL, 0},
     {"a program that forbids itself new threads runs on", sandboxed, NULL, 0},
+    {"threads come and go while the purger idles: no deadlock with glibc's stack lock", churn, NULL, 0},
 };
 
 int main(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  if (argc > 1 && strcmp(argv[1], "churn") == 0) {
+    churn_run();
+    return 0;
+  }
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const case_t *c = &cases[i];
     double took = 0;

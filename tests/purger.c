@@ -13,7 +13,6 @@
  *   - idle (decay 4 s): a large cache no request reached for a tenth of the decay time gives
  *     its blocks back at the purger's next pass, long before the decay time; while a loop
  *     asks for its 64 MiB buffer every 100 ms, the buffer stays cached (no page faults). */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,14 +29,6 @@
 #define MIB ((size_t)1 << 20)
 #define DECAY_MS 200
 #define SLACK ((size_t)8 << 20) /* the bound: within 8 MiB of live */
-
-static int threads(void) {
-  int n = 0;
-  DIR *d = opendir("/proc/self/task");
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  if (d != NULL) closedir(d);
-  return n;
-}
 
 static void large_set(void) {
   for (int i = 0; i < 8; i++) {
@@ -166,10 +157,10 @@ static int run_case(const char *name) {
     built = tu_rss();
     usleep(3 * DECAY_MS * 1000);
     rss = tu_rss();
-    CHECKF(threads() == 1 && rss > start + 32 * MIB,
+    CHECKF(tu_threads() == 1 && rss > start + 32 * MIB,
            "FRUGAL_PURGE_THREAD=0: %d thread, RSS %.1f MiB after 3 x the decay time asleep (kept: no "
            "slow path ran)",
-           threads(), rss / (double)MIB);
+           tu_threads(), rss / (double)MIB);
     return check_finish("purger off");
   }
   if (strcmp(name, "growth") == 0) {
@@ -210,15 +201,18 @@ static int run_case(const char *name) {
          "%s: the ledger says who gave it back: %.1f MiB the purger, %.1f MiB decay passes; %llu purger "
          "passes",
          name, idle / (double)MIB, decay / (double)MIB, (unsigned long long)(st1.purger_passes - st0.purger_passes));
-  /* With nothing left to give back the purger thread ends: a thread that stayed would keep
-   * a process whose main() ends with pthread_exit alive (lifetime.c). */
-  double t0 = tu_now();
-  int alone = 0;
-  while (!alone && tu_now() - t0 < 4 * DECAY_MS / 1000.0 + 1.0) {
-    alone = threads() == 1;
-    usleep(5000);
-  }
-  CHECKF(alone, "%s: the purger thread ended once nothing was left to give back (after %.2f s)", name, tu_now() - t0);
+  /* With nothing left to give back the purger parks: one thread besides the program's, the
+   * same one (started once: never again from a free, see purger.c), and no passes while
+   * nothing is cached. Its end with the program's threads is lifetime.c's. */
+  usleep(2 * DECAY_MS * 1000);
+  fg_stats_get(&st0);
+  usleep(4 * DECAY_MS * 1000);
+  fg_stats_get(&st1);
+  int n = tu_threads();
+  CHECKF(n == 2 && st1.purger_passes == st0.purger_passes,
+         "%s: idle, the purger parks: %d threads (2: the program's and the purger), %llu passes in 4 x "
+         "the decay time",
+         name, n, (unsigned long long)(st1.purger_passes - st0.purger_passes));
   return check_finish(name);
 }
 

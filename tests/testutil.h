@@ -4,6 +4,7 @@
 #ifndef FG_TEST_UTIL_H
 #define FG_TEST_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -146,6 +147,15 @@ static inline size_t tu_status_bytes(const char *field) {
 }
 /* Resident memory now (VmRSS) and address space in use (VmSize). */
 static inline size_t tu_rss(void) { return tu_status_bytes("VmRSS"); }
+
+/* The process's threads, frugal's own among them (/proc/self/task). */
+static inline int tu_threads(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  if (d != NULL) closedir(d);
+  return n;
+}
 static inline size_t tu_vmsize(void) { return tu_status_bytes("VmSize"); }
 
 #define TU_MIB ((size_t)1 << 20)
