@@ -15,10 +15,16 @@ sweep, but then the process group kill still gets it unless it also setsid()s.
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 
 TOKEN_VAR = "CHECK_REAL_TOKEN"
+# Tokens of the runs in progress (run() may be called from several threads at once): what
+# kill_active() takes down when the check itself is stopped.
+_active = set()
+_active_lock = threading.Lock()
+_stopping = False  # set by kill_active(): no run starts after it
 
 
 def new_token(label=""):
@@ -121,6 +127,17 @@ def rss_of(pids):
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+def kill_active():
+    """Kill every process of every run in progress. For the check's own SIGTERM or ^C: the
+    exception reaches only the main thread, and runs in other threads would go on."""
+    global _stopping
+    with _active_lock:
+        _stopping = True
+        tokens = list(_active)
+    for token in tokens:
+        kill_strays(token)
+
+
 class Result:
     def __init__(self, returncode, timed_out, duration, strays, peak_rss, rss_exceeded):
         self.returncode = returncode  # None when killed (deadline or memory)
@@ -151,9 +168,14 @@ def run(cmd, env, timeout, log_path, cwd=None, token=None, on_line=None, stray_g
     env = dict(env)
     env[TOKEN_VAR] = token
     start = time.monotonic()
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    with _active_lock:
+        if _stopping:
+            raise SystemExit("check-real is stopping")
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        _active.add(token)
     pos, partial = 0, b""
 
     def pump():
@@ -180,6 +202,9 @@ def run(cmd, env, timeout, log_path, cwd=None, token=None, on_line=None, stray_g
             pass
         kill_strays(token)
         raise
+    finally:
+        with _active_lock:
+            _active.discard(token)
     timed_out, exceeded, peak = outcome
     pump()
     if partial and on_line:

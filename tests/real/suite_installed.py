@@ -145,7 +145,9 @@ class Suite:
                 if res["status"] not in ("pass", "skip"):
                     echo(f"  {label}: {test} {res['status']}: {'; '.join(res['detail'])[:160]}")
 
-        threads = [threading.Thread(target=worker) for _ in range(2)]
+        # Daemon threads: if the check is stopped, its main thread kills their programs
+        # (procs.kill_active) and exits without waiting for them.
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
