@@ -234,6 +234,16 @@ def run_and_check(command: str, comment: str, cwd: Path, block: Block) -> str:
     return out
 
 
+def bench_script(command: str, comment: str, cwd: Path, block: Block) -> str:
+    """A lab script of bench/ (minutes of a real server): it must exist, be executable and
+    parse; test_live.py runs it, shortened."""
+    script = ROOT / shlex.split(command)[0]
+    assert script.is_file() and os.access(script, os.X_OK), f"{block.where}: {script} is not an executable script"
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{block.where}: bash -n {script}: {proc.stderr}"
+    return ""
+
+
 def in_script(command: str, comment: str, cwd: Path, block: Block) -> str:
     """Lines that only make sense with the block's other lines (`kill $!`): run with them."""
     raise AssertionError(f"{block.where}: {command!r} runs only in a block with a program started in the background")
@@ -248,6 +258,7 @@ RULES: list[tuple[str, Rule]] = [
     (ENV + r"LD_PRELOAD=\S+\s+.+", run_and_check),
     (r"sleep [\d.]+", run_and_check),
     (r"kill \$!", in_script),
+    (r"bench/[\w-]+\.sh(\s.*)?", bench_script),
 ]
 
 

@@ -493,3 +493,26 @@ def test_frames_named_under_a_process_title(lib: Path, server_bin: Path, program
     named = [f for s in profile["stacks"] for f in s["frames"] if f.get("function") == "remember_request"]
     assert named and named[0]["module"] == str(server_bin)
     assert "remember_request (leaky_server.c:" in proc.stdout
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("redis-server", "redis-benchmark", "redis-cli", "tmux")),
+                    reason="redis-server, redis-benchmark, redis-cli and tmux are needed")
+def test_redis_live_script(lib: Path, tmp_path: Path) -> None:
+    """bench/redis_live.sh (docs/profiles.md's real server), shortened: 11 s of load, two
+    snapshots, top in tmux, their diff, one pair of channel on/off runs."""
+    cli = Path(sys.executable).parent / "frugal"
+    out = tmp_path / "redis-live"
+    env = dict(os.environ, FRUGAL_LIB=str(lib), FRUGAL_CLI=str(cli), PORT="7391",
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    script = Path(__file__).resolve().parents[2] / "bench" / "redis_live.sh"
+    proc = subprocess.run([str(script), str(out), "11", "1"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "snapshots: 2 taken, 0 failed" in proc.stdout, proc.stdout
+    top = (out / "top.txt").read_text()
+    assert "frugal top — pid" in top and "redis-server" in top and "call sites by live bytes" in top, top
+    diff = (out / "diff.txt").read_text()
+    assert "call sites whose live bytes grew" in diff and (out / "diff" / "diff.html").is_file(), diff
+    for what in ("SET rps", "GET rps", "peak RSS KiB"):
+        assert f"{what}: channel off" in proc.stdout, proc.stdout
+    runs = (out / "cost.txt").read_text().split("\n")
+    assert [r.split()[0] for r in runs if r] == ["0", "1"] and all(len(r.split()) == 4 for r in runs if r), runs
