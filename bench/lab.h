@@ -1,7 +1,7 @@
 /* lab.h — small helpers shared by the seed lab's workloads (docs/lab.md): clocks, the process's
- * own RSS and fault counts, option parsing, idling. Header-only and allocation-free (but for
- * lab_idle's tick, which is the point of it), so that the only mallocs a workload makes are the
- * ones its experiment is about. */
+ * own RSS and fault counts, option parsing, a seeded generator, idling. Header-only and
+ * allocation-free (but for lab_idle's tick, which is the point of it), so that the only mallocs
+ * a workload makes are the ones its experiment is about. */
 #ifndef FRUGAL_LAB_H
 #define FRUGAL_LAB_H
 
@@ -104,6 +104,20 @@ static inline void lab_trim(char *used, size_t cap) {
     mi_collect(true);
     strncat(used, "+mi_collect", cap - strlen(used) - 1);
   }
+}
+
+/* xorshift64*: a few instructions per draw, so a workload's random choices cost little beside
+ * malloc; seeded from two numbers (a thread's index, a round) so that every run draws alike. */
+static inline uint64_t lab_rnd_next(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+static inline uint64_t lab_rnd_seed(uint64_t a, uint64_t b) {
+  uint64_t s = (a + 1) * 0x9E3779B97F4A7C15ull ^ (b + 1) * 0xC2B2AE3D27D4EB4Full;
+  return s ? s : 1;
 }
 
 /* Keep the compiler from proving a store or a block dead. */

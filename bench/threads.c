@@ -122,32 +122,21 @@ typedef struct {
  * word (the first is a link where a block travels in a list) and, in the last, the size keyed;
  * the two must still agree when the block is freed. */
 
-/* xorshift64*: a few instructions per draw, so the generator costs little beside malloc. */
-static inline uint64_t rnd_next(uint64_t *s) {
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
-
-static inline uint64_t rnd_seed(uint64_t a, uint64_t b) {
-  uint64_t s = (a + 1) * 0x9E3779B97F4A7C15ull ^ (b + 1) * 0xC2B2AE3D27D4EB4Full;
-  return s ? s : 1;
-}
-
 /* A tagged block holds a link, its size and the keyed size: 24 bytes at least. */
 #define TAG_MIN 24
 #define TAG_KEY 0x5A5A0F0F3C3CA5A5ull
 
 /* Mostly small (24 B up to --size), one in 32 from 10 to 1000 times larger: the storm's mix. */
 static inline size_t storm_size(uint64_t *s) {
-  size_t small = TAG_MIN + rnd_next(s) % (run.size - TAG_MIN + 1);
-  if (rnd_next(s) % 32 == 0) small *= 10 + rnd_next(s) % 991;
+  size_t small = TAG_MIN + lab_rnd_next(s) % (run.size - TAG_MIN + 1);
+  if (lab_rnd_next(s) % 32 == 0) small *= 10 + lab_rnd_next(s) % 991;
   return small;
 }
 
 /* Uniform from 24 B to twice --size: the mixes of bursts, takeover and remote. */
-static inline size_t mix_size(uint64_t *s) { return TAG_MIN + rnd_next(s) % (2 * run.size - TAG_MIN + 1); }
+static inline size_t mix_size(uint64_t *s) {
+  return TAG_MIN + lab_rnd_next(s) % (2 * run.size - TAG_MIN + 1);
+}
 
 static inline void *tagged_alloc(size_t n) {
   uint64_t *p = malloc(n);
@@ -197,22 +186,22 @@ typedef struct {
 
 static void *storm_main(void *arg) {
   storm_arg_t *a = arg;
-  uint64_t s = rnd_seed(a->round, a->index), bad = 0;
+  uint64_t s = lab_rnd_seed(a->round, a->index), bad = 0;
   void *mine[STORM_LOCAL];
   int n = 0;
   uint64_t op = 0;
   for (; op < a->ops; op++) {
     if (op % 256 == 0 && past_deadline()) break; /* a round may be long: a probe's is */
-    uint64_t r = rnd_next(&s) % 8;
+    uint64_t r = lab_rnd_next(&s) % 8;
     if (n < STORM_LOCAL && (r < 4 || n == 0)) {
       mine[n++] = tagged_alloc(storm_size(&s));
     } else if (r < 7) { /* free a random block of ours: some came from other threads */
-      int k = (int)(rnd_next(&s) % (uint64_t)n);
+      int k = (int)(lab_rnd_next(&s) % (uint64_t)n);
       bad += tagged_free(mine[k]);
       mine[k] = mine[--n];
     } else { /* swap one of ours for what the table holds: it may outlive this thread */
-      int k = (int)(rnd_next(&s) % (uint64_t)n);
-      void *got = atomic_exchange(&storm_table[rnd_next(&s) % STORM_SLOTS], mine[k]);
+      int k = (int)(lab_rnd_next(&s) % (uint64_t)n);
+      void *got = atomic_exchange(&storm_table[lab_rnd_next(&s) % STORM_SLOTS], mine[k]);
       if (got) mine[k] = got;
       else mine[k] = mine[--n];
     }
@@ -220,7 +209,7 @@ static void *storm_main(void *arg) {
   /* Leaving: half of what is left goes to the table, to be freed after this thread is gone. */
   for (int k = 0; k < n; k++) {
     void *p = mine[k];
-    if (k % 2 == 0) p = atomic_exchange(&storm_table[rnd_next(&s) % STORM_SLOTS], p);
+    if (k % 2 == 0) p = atomic_exchange(&storm_table[lab_rnd_next(&s) % STORM_SLOTS], p);
     if (p) bad += tagged_free(p);
   }
   a->done = op;
@@ -263,7 +252,7 @@ typedef struct {
 
 static void *takeover_main(void *arg) {
   takeover_arg_t *a = arg;
-  uint64_t s = rnd_seed(a->gen, a->index), bad = 0;
+  uint64_t s = lab_rnd_seed(a->gen, a->index), bad = 0;
   void **set = takeover_sets[a->index];
   for (int k = 0; k < TAKEOVER_SET; k++) {
     if (set[k]) bad += tagged_free(set[k]);
@@ -319,7 +308,7 @@ static uint64_t drain(mailbox_t *m) {
 
 static void *remote_main(void *arg) {
   worker_t *w = arg;
-  uint64_t s = rnd_seed(w->index, 7), bad = 0;
+  uint64_t s = lab_rnd_seed(w->index, 7), bad = 0;
   mailbox_t *next = &mailboxes[(w->index + 1) % run.threads];
   void *batch[MAX_BATCH];
   pthread_barrier_wait(&run.start);
@@ -329,7 +318,7 @@ static void *remote_main(void *arg) {
     for (uint64_t i = 0; i < n; i++) batch[i] = tagged_alloc(mix_size(&s));
     int64_t mailed = 0;
     for (uint64_t i = 0; i < n; i++) {
-      if (rnd_next(&s) % REMOTE_EVERY == 0) {
+      if (lab_rnd_next(&s) % REMOTE_EVERY == 0) {
         mailed += (int64_t)((uint64_t *)batch[i])[1];
         void *old = atomic_load(&next->head);
         do *(void **)batch[i] = old;
@@ -393,14 +382,14 @@ static struct {
 
 static void *producer_main(void *arg) {
   worker_t *w = arg;
-  uint64_t s = rnd_seed(w->index, 3), done = 0;
+  uint64_t s = lab_rnd_seed(w->index, 3), done = 0;
   pthread_barrier_wait(&run.start);
   while (done < w->objects && !past_deadline()) {
     pthread_mutex_lock(&q.lock);
     while (q.nspare == 0) pthread_cond_wait(&q.changed, &q.lock);
     batch_t *b = q.spare[--q.nspare];
     pthread_mutex_unlock(&q.lock);
-    uint64_t want = run.variant == V_BURSTS ? 1 + rnd_next(&s) % run.batch : run.batch;
+    uint64_t want = run.variant == V_BURSTS ? 1 + lab_rnd_next(&s) % run.batch : run.batch;
     b->n = w->objects - done < want ? w->objects - done : want;
     b->first = done;
     b->bytes = run.variant == V_BURSTS ? 0 : (int64_t)(b->n * run.size);

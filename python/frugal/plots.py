@@ -259,9 +259,27 @@ def plot_footprint(res: ExpResult, ctx: Context, path: Path) -> None:
     finish_with_legend(fig, axes.flat[0], "Footprint — RSS over time, sampled from outside (the median run of each)", path)
 
 
+def plot_shapes(res: ExpResult, ctx: Context, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(15, 4.75))
+    cells = res.cells
+
+    def over_fastest(a: str, k: int) -> float:
+        fastest = min((res.m(b, cells[k], "time") for b in res.allocators), default=math.nan)
+        return res.m(a, cells[k], "time") / fastest
+
+    grouped_bars(axes[0], cells, res.allocators, over_fastest)
+    axes[0].axhline(1.0, color="black", ls=":", lw=1)
+    axes[0].set_title("time / the fastest's (lower is better)")
+    grouped_bars(axes[1], cells, res.allocators, lambda a, k: res.m(a, cells[k], "maxrss") / MiB)
+    axes[1].set_title("peak RSS (MiB)")
+    for ax in axes:
+        ax.tick_params(axis="x", labelsize=8)
+    finish_with_legend(fig, axes[0], "Shapes — programs frugal must win one by one", path)
+
+
 PLOTTERS: dict[str, Callable[[ExpResult, Context, Path], None]] = {
     "bufcache": plot_bufcache, "fifo": plot_fifo, "bigbuf": plot_bigbuf, "threads": plot_threads,
-    "footprint": plot_footprint}
+    "footprint": plot_footprint, "shapes": plot_shapes}
 
 
 def plot(name: str, res: ExpResult, ctx: Context, path: Path) -> None:

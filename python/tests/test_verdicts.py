@@ -303,10 +303,53 @@ def test_footprint_peak_is_na_without_glibc() -> None:
     assert statuses("footprint", res) == [NA, PASS]
 
 
+# --- shapes -------------------------------------------------------------------------------------
+def shapes_metrics(good: bool, slow: str = "trees"):
+    """frugal 0.8 s where the others take 1.0 (mimalloc 0.9), or, when bad, 1.1 s on `slow`."""
+    def f(a: str, info: dict, key: str) -> dict:
+        time = {"frugal": 0.8 if good or key != slow else 1.1, "mimalloc": 0.9}.get(a, 1.0)
+        return {"time": time, "rate": info["work"] / time}
+    return f
+
+
+def test_shapes_one_verdict_per_shape_pass_and_fail() -> None:
+    n = len(EXPERIMENTS["shapes"].cells(CTX))
+    assert n == 6
+    assert statuses("shapes", make("shapes", ALLOCS, shapes_metrics(True))) == [PASS] * n
+    bad = EXPERIMENTS["shapes"].verdicts(make("shapes", ALLOCS, shapes_metrics(False)), CTX)
+    assert [v.status for v in bad] == [PASS] * (n - 1) + [FAIL]
+    assert "trees" in bad[-1].name and "1.22× mimalloc" in bad[-1].detail, bad[-1].detail
+
+
+def test_shapes_judged_only_beyond_the_spread() -> None:
+    """frugal 1.1 s against mimalloc's 0.9 on the server: a fail while the repetitions agree,
+    within noise (so n/a, nothing else to judge) when they spread over more than the gap."""
+    res = make("shapes", ALLOCS, shapes_metrics(False, slow="server"))
+    v = next(v for v in EXPERIMENTS["shapes"].verdicts(res, CTX) if "server" in v.name)
+    assert v.status == FAIL
+    spread(res, "frugal", "server", "time", 0.9, 1.3)
+    spread(res, "mimalloc", "server", "time", 0.8, 1.0)
+    v = next(v for v in EXPERIMENTS["shapes"].verdicts(res, CTX) if "server" in v.name)
+    print(v.detail)
+    assert v.status == NA and "within noise: server" in v.detail
+
+
+def test_shapes_tables_give_frugal_over_the_best_other() -> None:
+    res = make("shapes", ALLOCS, shapes_metrics(False))
+    tables = EXPERIMENTS["shapes"].tables(res, CTX)
+    assert len(tables) == 1 + len(res.cells)  # the overview, then one per shape
+    caption, head, rows = tables[0]
+    assert head[-1] == "frugal / best other"
+    assert dict((r[0], r[-1]) for r in rows)["trees"] == "1.22× mimalloc"
+    caption, head, rows = next(t for t in tables[1:] if t[0].startswith("working-set"))
+    assert "runs 600 ms" in caption
+    assert {r[0] for r in rows} == set(ALLOCS) and all(len(r) == len(head) for r in rows)
+
+
 # --- frugal absent or broken ------------------------------------------------------------------
 @pytest.mark.parametrize("name,metrics", [("bufcache", bufcache_metrics(True)), ("fifo", fifo_metrics(True)),
                                           ("bigbuf", bigbuf_metrics(True)), ("threads", threads_metrics(True)),
-                                          ("footprint", footprint_metrics(True))])
+                                          ("footprint", footprint_metrics(True)), ("shapes", shapes_metrics(True))])
 def test_na_without_frugal_and_fail_when_it_crashed(name: str, metrics) -> None:
     res = make(name, ["glibc", "mimalloc"], metrics)
     assert set(statuses(name, res)) == {NA}

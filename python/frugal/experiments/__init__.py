@@ -1,6 +1,7 @@
-"""The five experiments of LAB.md, one module each: the cells a mode runs (parameters as LAB.md
-gives them), how one run reduces to metrics, the verdicts on frugal and the report's tables.
-Thresholds are LAB.md's; where it leaves a word open ("~0", "poison"), a constant says how."""
+"""The five experiments of LAB.md and the program shapes frugal must win, one module each: the
+cells a mode runs (parameters as LAB.md gives them), how one run reduces to metrics, the
+verdicts on frugal and the report's tables. Thresholds are LAB.md's; where it leaves a word open
+("~0", "poison"), a constant says how."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from .bigbuf import Bigbuf
 from .bufcache import Bufcache
 from .fifo import Fifo
 from .footprint import Footprint
+from .shapes import Shapes
 from .threads import Threads
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (Bufcache(), Fifo(), Bigbuf(), Threads(), Footprint())}
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (Bufcache(), Fifo(), Bigbuf(), Threads(), Footprint(),
+                                                          Shapes())}
 __all__ = ["EXPERIMENTS", "Experiment", "Table"]

@@ -1,12 +1,12 @@
 """What every experiment is: the interface the lab drives (cells, reduce, verdicts, tables),
-and the small readers and formatters the five share."""
+and the small readers and formatters they share."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-from ..lab import NA, Context, ExpResult, Verdict, check_all, frugal_gate
+from ..lab import FRUGAL, NA, Context, ExpResult, Verdict, check_all, frugal_gate
 from ..runner import Cell, Sample
 
 # Idle waits: seconds-long smoke runs for the tests, and no cell stalled by a long decay time.
@@ -33,6 +33,15 @@ def final_record(s: Sample) -> dict:
         if r.get("final"):
             return r
     return {}
+
+
+def best_other(res: ExpResult, cell: str, exclude: str = FRUGAL, metric: str = "time") -> str | None:
+    """The allocator other than `exclude` with the lowest median `metric` on `cell`, leaving out
+    those that failed it; None where no other measured it."""
+    values = {a: res.m(a, cell, metric) for a in res.allocators if a != exclude and res.has(a)
+              and not res.failed_cells(a, [cell])}
+    values = {a: v for a, v in values.items() if not math.isnan(v)}
+    return min(values, key=values.__getitem__) if values else None
 
 
 Table = tuple[str, list[str], list[list[Any]]]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..lab import FRUGAL, Context, ExpResult, Verdict, within_noise
 from ..runner import Cell, Sample
 from ..units import KiB, MiB, size_label
-from .base import Check, Experiment, Table, base_metrics, fmt
+from .base import Check, Experiment, Table, base_metrics, best_other, fmt
 
 THREAD_SIZES = (128, 1 * KiB, 1 * MiB)
 SEED_DESIGNS = ("global-mutex", "mutex-array")
@@ -242,13 +242,6 @@ class Threads(Experiment):
         """The worst (highest) of `a`'s repetitions on `c`: the median where none is kept."""
         return res.hi.get(a, {}).get(c, {}).get(metric, res.m(a, c, metric))
 
-    def best_other(self, res: ExpResult, cell: str) -> str | None:
-        """The allocator other than frugal with the lowest median time on `cell`."""
-        times = {a: res.m(a, cell, "time") for a in res.allocators if a != FRUGAL and res.has(a)
-                 and not res.failed_cells(a, [cell])}
-        times = {a: t for a, t in times.items() if not math.isnan(t)}
-        return min(times, key=times.__getitem__) if times else None
-
     def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
         # The busy cells are judged by their peak RSS only: their times are the busy loops' too.
         quiet = [c for c in res.cells if not res.info.get(c, {}).get("busy")]
@@ -309,7 +302,7 @@ class Threads(Experiment):
         def best() -> list[Check]:
             checks: list[Check] = []
             for c in shapes:
-                other = self.best_other(res, c)
+                other = best_other(res, c)
                 if other is None:
                     continue
                 f, o = res.m(FRUGAL, c, "time"), res.m(other, c, "time")
