@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-#define FG_STATS_CLASSES 119       /* 118 size classes + one row for large blocks */
-#define FG_STATS_HIST_BUCKETS 343  /* requested sizes 0..2^47: 0, then one bucket per size class */
+#define FG_STATS_CLASSES 112       /* 111 size classes + one row for large blocks */
+#define FG_STATS_HIST_BUCKETS 336  /* requested sizes 0..2^47: 0, then one bucket per size class */
 #define FG_STATS_TIMELINE_MAX 2048 /* samples kept; halved (every other one) when full */
 
 /* Per size class, counted per thread while the ledger is on, merged on read.

@@ -307,6 +307,7 @@ void _fg_page_purge_idle(fg_page_t *page, uint64_t check); /* owner: free blocks
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
 bool _fg_page_reclass(fg_page_t *page, fg_heap_t *heap, size_t class_idx); /* one block: a bigger class */
 void _fg_page_uncarve(fg_page_t *page); /* owner, page empty: its blocks' memory goes back */
+void _fg_page_recarve(fg_page_t *page); /* emptied: carved again in address order */
 void _fg_page_collect(fg_page_t *page);                   /* local + thread frees into `free` */
 bool _fg_page_holds_free(fg_page_t *page, const void *b); /* walk the lists: is b free? */
 void _fg_page_side_array_drop(fg_page_t *page);           /* to the pool of side arrays */
@@ -324,15 +325,15 @@ void _fg_queue_remove(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page);
 /* The class of a request by the doublings' formula, which goes on past FG_CLASS_MAX (the
  * ledger's histogram buckets continue it); constant for a constant size. */
 static inline size_t _fg_class_of_doublings(size_t size) {
-  if (size <= 128) return size <= 8 ? 0 : (size - 1) >> 3;
+  if (size <= 128) return size <= 8 ? 0 : (size + 15) >> 4;
   size_t k = 63 - (size_t)__builtin_clzl(size - 1); /* 2^k < size <= 2^(k+1), k >= 7 */
   size_t c = FG_CLASS_LINEAR + (k - 7) * 8 + ((size - 1) >> (k - 3)) - 8;
   if (k < FG_CLASS_PLUS_FIRST) return c;
   if (k > FG_CLASS_PLUS_LAST) return c + FG_CLASS_PLUS_COUNT;
   return c + (k - FG_CLASS_PLUS_FIRST) + (size > ((size_t)1 << k) + FG_PLUS(k));
 }
-/* Every class above 128 B and up to FG_SMALL_MAX is a multiple of 16 bytes: the class of
- * 16 * i, built at compile time from the class sizes (sizeclass.c). */
+/* Every class above 8 B is a multiple of 16 bytes: up to FG_SMALL_MAX, the class of 16 * i,
+ * built at compile time from the class sizes (sizeclass.c). */
 extern const uint8_t _fg_class_by16[FG_SMALL_MAX / 16 + 1];
 /* The class of a request: 129 B to 8 KiB by the table, one load where the formula took some
  * 30 instructions (malloc of 1-8 KiB, which the direct table does not cover, and every slow
@@ -605,16 +606,16 @@ void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 
 /* ---- free.c: shared by realloc, usable-size and secure mode -------------------------------- */
 /* The waste bound on every path: a block of `usable` bytes handed out for `size` leaves at
- * most usable / 8 + 7 bytes unused, as malloc's classes do (at most 12.5 % over the request
- * from 128 B up, 8-byte steps below) and realloc keeps (_fg_realloc_stays). A sized free
+ * most usable / 8 + 15 bytes unused, as malloc's classes do (at most 12.5 % over the request
+ * from 128 B up, 16-byte steps below) and realloc keeps (_fg_realloc_stays). A sized free
  * whose size leaves more is a wrong size (policy: docs/api.md), and so is one bigger than the
  * block: usable - size then wraps (not for sizes 2^61 past the block, which no object has).
  * `slack`: what else the block may hold, beyond the bound: a large block's page rounding. */
 static inline bool _fg_wrong_size(size_t size, size_t usable, size_t slack) {
-  return (usable - size) * 8 > usable + 56 + 8 * slack;
+  return (usable - size) * 8 > usable + 120 + 8 * slack;
 }
 /* realloc keeps a small block for a smaller size if it stays within 12.5 % of unused bytes,
- * or in its class (below 128 B, where classes step by 8); else it moves (glibc shrinks in
+ * or in its class (below 128 B, where classes step by 16); else it moves (glibc shrinks in
  * place, and a generous allocation trimmed by realloc kept up to 2 x its bytes). */
 static inline bool _fg_realloc_stays(size_t size, size_t usable, uint32_t class_idx) {
   return size <= usable && ((usable - size) * 8 <= usable || _fg_class_of(size) == class_idx);

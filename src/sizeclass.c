@@ -15,8 +15,7 @@
       X(STEP(k, 7), a) X(STEP(k, 8), a)
 #define PLUS_CLASS(X, a, k) X(((uint32_t)1 << (k)) + FG_PLUS_##k, a)
 #define CLASS_LIST(X, a)                                                                             \
-  X(8, a) X(16, a) X(24, a) X(32, a) X(40, a) X(48, a) X(56, a) X(64, a) X(72, a) X(80, a) X(88, a)   \
-      X(96, a) X(104, a) X(112, a) X(120, a) X(128, a) /* the linear ones */                         \
+  X(8, a) X(16, a) X(32, a) X(48, a) X(64, a) X(80, a) X(96, a) X(112, a) X(128, a) /* the linear ones */ \
       DOUBLING(X, a, 7) PLUS_CLASS(X, a, 8) DOUBLING(X, a, 8) PLUS_CLASS(X, a, 9) DOUBLING(X, a, 9)  \
       PLUS_CLASS(X, a, 10) DOUBLING(X, a, 10) PLUS_CLASS(X, a, 11) DOUBLING(X, a, 11)                \
       PLUS_CLASS(X, a, 12) DOUBLING(X, a, 12) PLUS_CLASS(X, a, 13) DOUBLING(X, a, 13)                \
@@ -37,8 +36,8 @@ const uint32_t _fg_class_sizes[FG_CLASS_COUNT] = {CLASS_LIST(AS_ITEM, 0)};
 #define BY16_512(i) BY16_128(i) BY16_128((i) + 128) BY16_128((i) + 256) BY16_128((i) + 384)
 _Static_assert(FG_SMALL_MAX / 16 == 512, "the table below has an entry per 16 bytes up to 8 KiB");
 const uint8_t _fg_class_by16[FG_SMALL_MAX / 16 + 1] = {BY16_512(0) BY16_1(512)};
-#define NOT_BY16(size, a) +((size) > 128 && (size) <= FG_SMALL_MAX && (size) % 16 != 0)
-_Static_assert((0 CLASS_LIST(NOT_BY16, 0)) == 0, "classes above 128 B and up to 8 KiB are multiples of 16 bytes");
+#define NOT_BY16(size, a) +((size) > 8 && (size) % 16 != 0)
+_Static_assert((0 CLASS_LIST(NOT_BY16, 0)) == 0, "classes above 8 B are multiples of 16 bytes: 16-byte aligned blocks");
 
 /* The classes continued past the largest (the ledger's histogram buckets): 8 a doubling. */
 size_t _fg_class_formula(size_t c) {

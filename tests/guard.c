@@ -33,10 +33,10 @@ static void overflow_read_page(void) { /* a 4096-byte block, read one byte past 
   *shared_ptr = (uintptr_t)(p + 4096);
   (void)p[4096];
 }
-static void overflow_rounded(void) { /* 100 bytes: the guard begins past its class, 104 B */
+static void overflow_rounded(void) { /* 100 bytes: the guard begins past its class, 112 B */
   volatile char *p = guard_alloc_site(100);
-  *shared_ptr = (uintptr_t)(p + 104);
-  for (int i = 0; i < 120; i++) p[i] = 1; /* a byte at a time: the first fault is at 104 */
+  *shared_ptr = (uintptr_t)(p + 112);
+  for (int i = 0; i < 120; i++) p[i] = 1; /* a byte at a time: the first fault is at 112 */
 }
 static void underflow_1(void) { /* with FRUGAL_GUARD_UNDERFLOW=1 */
   volatile char *p = guard_alloc_site(48);
@@ -214,8 +214,8 @@ int main(void) {
   shared_ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   /* Guarded blocks work as blocks: aligned and usable as the plain ones, kept by realloc. */
   char *p = malloc(40);
-  CHECK("a guarded block is 8-aligned and usable for its size class",
-        ((uintptr_t)p & 7) == 0 && malloc_usable_size(p) == 40);
+  CHECK("a guarded block is 16-aligned and usable for its size class (48 B)",
+        ((uintptr_t)p & 15) == 0 && malloc_usable_size(p) == 48);
   memset(p, 'g', 40);
   char *q = realloc(p, 3000);
   CHECK("realloc of a guarded block keeps its bytes", q != NULL && q[0] == 'g' && q[39] == 'g');

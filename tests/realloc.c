@@ -250,8 +250,8 @@ static void grow_in_place(void) {
 }
 
 /* The waste bound holds after a shrinking realloc as after malloc (RELIABILITY.md, "Bounds
- * kept on every path"): a block trimmed to `to` leaves at most 12.5 % of itself unused (or 7
- * bytes, the 8-byte steps of the small classes; a large block also its page rounding). Every table size cut to
+ * kept on every path"): a block trimmed to `to` leaves at most 12.5 % of itself unused (or 15
+ * bytes up to 128 B, the 16-byte steps of the small classes; a large block also its page rounding). Every table size cut to
  * 1/16 ... 15/16 of itself, and the generous-then-trim case: malloc(1000), realloc(p, 520). */
 static void shrink_bound(const size_t *sizes, size_t n) {
   long over = 0, pairs = 0;
@@ -264,7 +264,7 @@ static void shrink_bound(const size_t *sizes, size_t n) {
       memset(p, 'r', from);
       char *q = tu_ptr(realloc(p, to));
       size_t usable = malloc_usable_size(q);
-      size_t allowed = (usable / 8 > 7 ? usable / 8 : 7) + (usable > (256 << 10) ? 4096 : 0);
+      size_t allowed = (usable / 8 > 15 ? usable / 8 : 15) + (usable > (256 << 10) ? 4096 : 0);
       pairs++;
       if (usable < to || usable - to > allowed || q[to - 1] != 'r') {
         over++;

@@ -1,6 +1,7 @@
 /* sizeclass.c — the size-class table seen from outside, through fg_usable_size: for every
  * size 1 .. 2 MiB (every byte to 64 KiB, then every 64 bytes) the usable size is >= the
- * request, equals the request rounded up to 8 up to 128 B, wastes <= 12.5 % above 128 B, never
+ * request, equals the request rounded up to 8 up to 8 B and to 16 up to 128 B, is 16-byte aligned
+ * from 16 B up (glibc's promise on 64-bit systems, which programs rely on), wastes <= 12.5 % above 128 B, never
  * shrinks as the request grows, is the smallest class that fits, and there are at most 8
  * distinct sizes per doubling (9 from 256 B to 16 KiB: a class right above the power of two). */
 #include <stdint.h>
@@ -14,7 +15,7 @@
 #define COARSE_STEP 64
 
 typedef struct tally_s {
-  long below, not_round8, waste, shrink, libc_differs, classes_over, early_jump;
+  long below, not_round8, misaligned, waste, shrink, libc_differs, classes_over, early_jump;
   double worst_waste;
   size_t worst_waste_n;
 } tally_t;
@@ -39,8 +40,10 @@ int main(void) {
       check_note("n=%zu: malloc_usable_size %zu != fg_usable_size %zu", n, libc_usable, usable);
     if (usable < n)
       note_first(++t.below, "n=%zu: usable %zu below the request", n, usable);
-    if (n <= 128 && usable != (n + 7) / 8 * 8)
-      note_first(++t.not_round8, "n=%zu: usable %zu is not n rounded up to 8", n, usable);
+    if (n <= 128 && usable != (n <= 8 ? 8 : (n + 15) / 16 * 16))
+      note_first(++t.not_round8, "n=%zu: usable %zu is not n rounded up to 8 (to 16 above 8)", n, usable);
+    if (n >= 16 && ((uintptr_t)p & 15) != 0)
+      note_first(++t.misaligned, "n=%zu: block not 16-byte aligned (usable %zu)", n, usable);
     if (n > 128 && usable >= n) {
       double w = (double)(usable - n) / (double)n;
       if (w > t.worst_waste) {
@@ -78,8 +81,9 @@ int main(void) {
              t.worst_waste * 100.0, t.worst_waste_n);
   CHECKF(t.below == 0, "usable size >= request for all %zu sizes 1..2 MiB (%ld below)", checked,
          t.below);
-  CHECKF(t.not_round8 == 0, "usable size == request rounded up to 8 for 1..128 (%ld differ)",
+  CHECKF(t.not_round8 == 0, "usable size == request rounded up to 8 for 1..8, to 16 for 9..128 (%ld differ)",
          t.not_round8);
+  CHECKF(t.misaligned == 0, "every block of 16 bytes or more is 16-byte aligned (%ld are not)", t.misaligned);
   CHECKF(t.waste == 0, "waste (usable-n)/n <= 12.5 %% for all sizes 129..2 MiB (%ld over)",
          t.waste);
   CHECKF(t.shrink == 0, "usable size is non-decreasing in the request (%ld decreases)", t.shrink);

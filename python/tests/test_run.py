@@ -178,16 +178,16 @@ def test_link_base_pie_and_non_pie(build: Path) -> None:
 def test_advice_and_rates_on_a_synthetic_ledger() -> None:
     doc = {
         "totals": {"allocations": 100, "frees": 60},
-        "advice": {"p50_size": 104, "p90_size": 200, "p99_size": 4096, "waste_classes": [12], "churn_classes": [12]},
-        "classes": [{"class": 12, "block_size": 104, "large": False, "allocations": 100, "frees": 60,
-                     "bytes_requested": 10000, "bytes_handed_out": 10400}],
+        "advice": {"p50_size": 112, "p90_size": 200, "p99_size": 4096, "waste_classes": [12], "churn_classes": [12]},
+        "classes": [{"class": 12, "block_size": 112, "large": False, "allocations": 100, "frees": 60,
+                     "bytes_requested": 10800, "bytes_handed_out": 11200}],
         "counters": {"slow_allocs": 5, "pages_new": 1, "pages_released": 0, "pages_reused": 0, "large_cache_hits": 3,
                      "large_cache_misses": 1, "large_cache_evictions": 0, "large_cache_decays": 0,
                      "segment_cache_hits": 0, "segment_cache_misses": 0, "segment_cache_evictions": 0,
                      "segment_cache_decays": 0},
     }
     text = "\n".join(L.advice(doc))
-    assert "Suggested cache cutoff: 200 B" in text and "104 B (400 B over 100 blocks, 96.2 % used)" in text
+    assert "Suggested cache cutoff: 200 B" in text and "112 B (400 B over 100 blocks, 96.4 % used)" in text
     rates = {r.name.split(" (")[0]: r for r in L.cache_rates(doc)}
     assert rates["thread cache"].rate == pytest.approx(0.95)
     assert rates["large cache"].rate == pytest.approx(0.75)

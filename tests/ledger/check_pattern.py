@@ -33,12 +33,12 @@ TOTAL_FIELDS = ("allocations", "frees", "bytes_requested", "bytes_handed_out")
 # block (size + align - 8) unless a class's blocks are aligned already (up to 64).
 BLOCKS: dict[str, tuple[int, int] | None] = {
     "malloc(0)": (8, 8),
-    "malloc(100)": (104, 104),
+    "malloc(100)": (112, 112),
     "malloc(128)": (128, 144),
     "malloc(5000)": (5120, 5120),
-    "calloc(11, 10)": (112, 112),
-    "realloc(NULL, 120)": (120, 128),
-    "malloc(50)": (56, 56),  # the block realloc(malloc(50), 300) moves out of
+    "calloc(9, 10)": (96, 96),
+    "realloc(NULL, 16)": (16, 32),
+    "malloc(50)": (64, 64),  # the block realloc(malloc(50), 300) moves out of
     "realloc(malloc(50), 300)": (320, 320),
     "aligned_alloc(64, 72)": (128, 128),  # 72 rounded up to 64: the 128 B class
     "aligned_alloc(4096, 200)": (4368, 4368),  # 200 + 4088 = 4288 (4289): 4096 + 272
@@ -92,16 +92,19 @@ PLUS = {11: 64, 12: 272, 13: 128}
 
 def bucket_of(size: int) -> tuple[int, int, int]:
     """Index, lo and hi of a request's histogram bucket, as the schema defines them: size 0
-    alone, then 8-byte steps to 128 B, then 8 buckets per doubling, the doublings from 256 B
-    to 8 KiB led by a bucket of 16 bytes right above their power of two."""
+    alone, then 1..8, 9..16 and 16-byte steps to 128 B, then 8 buckets per doubling, the
+    doublings from 256 B to 8 KiB led by a bucket of 16 bytes right above their power of two."""
     if size == 0:
         return 0, 0, 0
-    if size <= 128:
+    if size <= 16:
         i = (size + 7) // 8
         return i, i * 8 - 7, i * 8
+    if size <= 128:
+        i = 1 + (size + 15) // 16
+        return i, 16 * (i - 1) - 15, 16 * (i - 1)
     k = (size - 1).bit_length() - 1  # 2^k < size <= 2^(k+1)
     plus_below = min(max(k - 8, 0), 6)  # doublings below k that have the extra bucket
-    i = 17 + (k - 7) * 8 + plus_below
+    i = 10 + (k - 7) * 8 + plus_below
     plus = PLUS.get(k, 16)
     if 8 <= k <= 13:
         if size <= (1 << k) + plus:
@@ -135,8 +138,8 @@ def expected(mode: str, expect: dict, secure: bool) -> tuple[Rows, Counter[int]]
         large_usable = expect["large_usable"]
         if len(large_usable) != 10 or any(not MiB <= u <= MiB + MiB // 8 for u in large_usable):
             fail(f"usable sizes of the 1 MiB blocks out of bounds: {large_usable}")
-        small(rows, 1000, 100, 104)  # 1,000 x 100 B, live: class 104
-        small(rows, 3, 40, 40)  # 3 x 40 B leaked: class 40
+        small(rows, 1000, 100, 112)  # 1,000 x 100 B, live: class 112
+        small(rows, 3, 40, 48)  # 3 x 40 B leaked: class 48
         add(rows, "large", 10, MiB, 10, sum(large_usable), sum(large_usable))
         sizes.update({100: 1000, 40: 3, MiB: 10})
         if mode == "churn":
@@ -302,8 +305,8 @@ def main() -> None:
 
     check_histogram(ledger, base, sizes, tag)
     if mode == "single":
-        check("advice p50 (100 B requests: bucket 97..104)", ledger["advice"]["p50_size"], 104)
-        check("advice p99", ledger["advice"]["p99_size"], 104)
+        check("advice p50 (100 B requests: bucket 97..112)", ledger["advice"]["p50_size"], 112)
+        check("advice p99", ledger["advice"]["p99_size"], 112)
     if mode == "timeline":
         check_timeline(ledger, base)
     if args.under == "leaks":

@@ -204,9 +204,9 @@ static void threads_run(void) {
 /* One kind per way into the ledger, each with a size in a histogram bucket of its own: the
  * inline fast path (malloc up to 1 KiB), the hooks (malloc(0), malloc above 1 KiB, calloc,
  * realloc, the aligned forms, large blocks), and requests whose bucket is not their block's
- * class + 1 (malloc(0), the aligned forms; 128 B too under FRUGAL_SECURE, whose canary byte
- * moves it up a class), which the ledger keeps as a correction. check_pattern.py knows each
- * kind's block size by its name. */
+ * class + 1 (malloc(0), the aligned forms; malloc(128) and realloc(NULL, 16) too under
+ * FRUGAL_SECURE, whose canary byte moves them up a class), which the ledger keeps as a
+ * correction. check_pattern.py knows each kind's block size by its name. */
 typedef enum { MALLOC, CALLOC, REALLOC, ALIGNED_ALLOC, POSIX_MEMALIGN, MEMALIGN } call_t;
 
 typedef struct kind_s {
@@ -225,8 +225,8 @@ static const kind_t kinds[] = {
     {MALLOC, 0, 0, 100, KIND_COUNT},
     {MALLOC, 0, 0, 128, KIND_COUNT},
     {MALLOC, 0, 0, 5000, KIND_COUNT},
-    {CALLOC, 0, 0, 110, KIND_COUNT},
-    {REALLOC, 0, 0, 120, KIND_COUNT},
+    {CALLOC, 0, 0, 90, KIND_COUNT},
+    {REALLOC, 0, 0, 16, KIND_COUNT},
     {REALLOC, 0, 50, 300, KIND_COUNT},
     {ALIGNED_ALLOC, 64, 0, 72, KIND_COUNT},
     {ALIGNED_ALLOC, 4096, 0, 200, KIND_COUNT},
