@@ -241,6 +241,14 @@ static fg_warm void purge_list(fg_page_t *page, fg_link_t l, uint64_t check) {
 /* An empty page gives back the memory of its blocks and stays where it is, as if just
  * started: the next block is carved again (and faults in again, which the ledger's fresh
  * bytes count). The OS pages it shares with its neighbours (a segment header) stay. */
+/* An emptied page starts again in address order, its memory left as it is (see heap.c's
+ * retire): the next blocks are carved, stores in a row, rather than popped from a list that
+ * the frees left scattered over the page, a read that misses the cache each. */
+void _fg_page_recarve(fg_page_t *page) {
+  carve_none(page);
+  page->prev_class = (uint8_t)(page->class_idx + 1); /* its old blocks freed again: double frees */
+}
+
 void _fg_page_uncarve(fg_page_t *page) {
   uintptr_t lo = fg_align_up((uintptr_t)page->start, FG_OS_PAGE);
   uintptr_t hi = ((uintptr_t)page->start + (size_t)page->capacity * page->block_size) & ~(FG_OS_PAGE - 1);
