@@ -45,6 +45,7 @@ extern "C" {
   X(pages_new, "pages started")                                                      \
   X(pages_released, "empty pages given back to their segment")                       \
   X(pages_reused, "empty pages a class took over from another (memory already committed)") \
+  X(pages_handed_back, "full pages other threads emptied, given back by the last of them: the owner was away") \
   X(segment_cache_hits, "segments reused from the segment cache")                    \
   X(segment_cache_misses, "segments mapped from the OS")                             \
   X(segment_cache_evictions, "empty segments the full cache gave back at once")      \

@@ -63,9 +63,10 @@ fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg) {
 
 static inline bool wrong_size(size_t size, size_t usable) { return _fg_wrong_size(size, usable, 0); }
 
-/* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack,
- * or, when the page sits in its heap's full list, on the heap's delayed list so the owner
- * puts the page back in service. Never a lock. */
+/* Another thread's block (or a large one, or a misuse): push it on the page's atomic stack.
+ * Into a page in its heap's full list, the first such free also wakes the page (the owner's
+ * next slow path puts it back in service), and the one that leaves no block in use may give
+ * it back: under the heap's lock, once per page (heap.c's _fg_heap_page_mailed). */
 static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t size, bool user);
 
 static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, bool user) {
@@ -93,26 +94,17 @@ static fg_noinline void free_remote(fg_segment_t *s, fg_page_t *page, void *p, b
     else
       _fg_ledger_free(p);
   }
-  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-  for (;;) {
-    if (tf == FG_TF_FULL) {
-      if (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, 0, memory_order_acq_rel,
-                                                 memory_order_relaxed))
-        continue;
-      fg_block_t *head = atomic_load_explicit(&heap->delayed_free, memory_order_relaxed);
-      do {
-        b->next = (uintptr_t)head ^ heap->key;
-      } while (!atomic_compare_exchange_weak_explicit(&heap->delayed_free, &head, b, memory_order_release,
-                                                      memory_order_relaxed));
-      return;
-    }
-    fg_block_t *next = _fg_tf_top(tf); /* FG_TF_FULL comes only with an empty stack: see above */
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), pushed;
+  do {
+    fg_block_t *next = _fg_tf_top(tf);
     b->next = _fg_link(page, next != NULL ? next : _fg_list_end(page));
-    uintptr_t pushed = (uintptr_t)b | (uintptr_t)(_fg_tf_count(tf) + 1) << FG_TF_COUNT_SHIFT;
-    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, pushed, memory_order_release,
-                                              memory_order_relaxed))
-      return;
-  }
+    pushed = (uintptr_t)b | (uintptr_t)(_fg_tf_count(tf) + 1) << FG_TF_COUNT_SHIFT | (tf & FG_TF_FLAGS);
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, pushed, memory_order_release,
+                                                  memory_order_relaxed));
+  /* A full page: the first such free wakes it, the one that leaves no block in use may give it
+   * back (heap.c). */
+  if (fg_unlikely(tf & FG_TF_FULL) && (_fg_tf_top(tf) == NULL || _fg_tf_emptied(page, pushed)))
+    _fg_heap_page_mailed(heap, page, pushed);
 }
 
 void _fg_free_other(fg_page_t *page, void *p) { free_remote(_fg_segment_of(p), page, p, false); }

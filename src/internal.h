@@ -190,6 +190,7 @@ static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
 }
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
 void _fg_segment_page_free(fg_page_t *page);
+void _fg_segment_page_free_locked(fg_page_t *page); /* the heap's lock held */
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
 bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force); /* true: some left */
 void _fg_segment_purge_idle(fg_heap_t *heap, uint64_t before, uint8_t kinds); /* free slots freed at or before */
@@ -237,8 +238,8 @@ static inline fg_block_t *_fg_block_plain(fg_link_t l) { return (fg_block_t *)(l
 static inline bool _fg_link_nil_plain(fg_link_t l) { return (l & FG_LINK_NIL_MASK) == 0; }
 /* A page's `free` head is kept plain (its key not applied) in every mode, so that malloc's fast
  * path pops secure pages too, with no xor (secure.c's _fg_secure_popped then decodes the link
- * the pop moved into the head). Links inside blocks, `local_free` and the thread-free stack's
- * links stay encoded. These two convert (the same xor, named for the direction). */
+ * the pop moved into the head). Links inside blocks and the thread-free stack's links stay
+ * encoded. These two convert (the same xor, named for the direction). */
 static inline fg_link_t _fg_head_link(const fg_page_t *page, fg_link_t head) { return head ^ page->key; }
 static inline fg_link_t _fg_link_head(const fg_page_t *page, fg_link_t l) { return l ^ page->key; }
 /* Is `off` bytes into the page the start of a carved block? Write off = i * size + r and
@@ -302,6 +303,13 @@ static inline void _fg_page_flag_clear(fg_page_t *page, uint32_t flag) { _fg_pag
 /* A page's thread-free word: its top block (NULL: none) and how many blocks it holds. */
 static inline fg_block_t *_fg_tf_top(uintptr_t tf) { return (fg_block_t *)(tf & FG_TF_BLOCK); }
 static inline uint32_t _fg_tf_count(uintptr_t tf) { return (uint32_t)(tf >> FG_TF_COUNT_SHIFT); }
+/* Every block of a full page (FG_TF_FULL, not FG_TF_STAYS) is on its thread-free stack: it
+ * went full with all its blocks in use, and a free of the owner's would have taken it out of
+ * the full list first. Exactly one free makes this true, and then the page is its. */
+static inline bool _fg_tf_emptied(const fg_page_t *page, uintptr_t tf) {
+  return (tf & (FG_TF_FULL | FG_TF_STAYS)) == FG_TF_FULL &&
+         _fg_tf_count(tf) == atomic_load_explicit(&page->capacity, memory_order_relaxed);
+}
 void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx);
 void _fg_page_purge_idle(fg_page_t *page, uint64_t check); /* owner: free blocks idle since the last check */
 bool _fg_page_extend(fg_page_t *page);                    /* carve more blocks into `free` */
@@ -371,6 +379,9 @@ void _fg_heap_thread_done(void *heap);
 void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size); /* size <= FG_CLASS_MAX */
 void _fg_heap_page_retire(fg_page_t *page);              /* owner freed its last block */
 void _fg_heap_page_unfull(fg_page_t *page);              /* owner freed into a full page */
+/* Another thread freed into a full page (thread-free word now `tf`): the first such free, or
+ * the one that left no block of it in use (_fg_tf_emptied). */
+void _fg_heap_page_mailed(fg_heap_t *heap, fg_page_t *page, uintptr_t tf);
 bool _fg_heap_regrow(fg_page_t *page, const void *p, size_t size); /* realloc in place, or false */
 void _fg_heap_grew_large(fg_heap_t *heap, size_t bytes); /* a large block's fresh memory */
 void *_fg_heap_alloc_buffer(size_t size); /* realloc: a block of over 8 KiB on a page of its own, or NULL */

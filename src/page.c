@@ -67,17 +67,15 @@ void _fg_page_side_lock(bool lock) {
 
 /* ---- pages ------------------------------------------------------------------------------------ */
 
-/* Three free lists: `free`, handed out from, where the owner's own frees go straight back (the
- * block freed last is handed out next, still in cache); `local_free`, the frees the owner makes
- * on other threads' behalf (the heap's delayed list); `xthread_free`, other threads' frees on
- * an atomic stack, taken whole with its count. */
+/* Two free lists: `free`, handed out from, where the owner's own frees go straight back (the
+ * block freed last is handed out next, still in cache); `xthread_free`, other threads' frees
+ * on an atomic stack, taken whole with its count. */
 
 /* No block carved: what a page starts as, and what an uncarved one goes back to. */
 static void carve_none(fg_page_t *page) {
   atomic_store_explicit(&page->capacity, 0, memory_order_relaxed);
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   page->free = _fg_link_plain(_fg_list_end(page));
-  page->local_free = _fg_link(page, _fg_list_end(page));
 }
 
 /* The page's class: its block size, how many blocks fit, and the constants derived from them. */
@@ -264,16 +262,16 @@ void _fg_page_purge_idle(fg_page_t *page, uint64_t check) {
   /* The blocks' first OS pages stay; what else was resident may go. */
   if (page->resident_class == 0) page->resident_class = (uint8_t)(page->class_idx + 1);
   purge_list(page, _fg_head_link(page, page->free), check);
-  purge_list(page, page->local_free, check);
 }
 
-/* Move frees into `free`: what other threads pushed (one atomic exchange that keeps the
- * full bit), then the owner's delayed ones if `free` is still empty. */
+/* Move what other threads freed into `free` (one atomic exchange). Not a full page's: its
+ * stack counts towards the page coming back whole (heap.c takes it out of the full list
+ * first). */
 void _fg_page_collect(fg_page_t *page) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-  if (_fg_tf_top(tf) != NULL) {
-    while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & FG_TF_FULL,
-                                                  memory_order_acq_rel, memory_order_relaxed)) {
+  if (_fg_tf_top(tf) != NULL && !(tf & FG_TF_FULL)) {
+    while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, 0, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
     }
     fg_block_t *head = _fg_tf_top(tf), *tail = head;
     uint32_t count = _fg_tf_count(tf);
@@ -285,10 +283,6 @@ void _fg_page_collect(fg_page_t *page) {
     }
     page->free = _fg_link_plain(head);
     page->used -= count;
-  }
-  if (!_fg_link_nil(page, page->local_free) && _fg_link_nil_plain(page->free)) {
-    page->free = _fg_link_head(page, page->local_free);
-    page->local_free = _fg_link(page, _fg_list_end(page));
   }
 }
 
@@ -305,7 +299,7 @@ static bool list_holds(const fg_page_t *page, fg_link_t l, const void *b) {
 bool _fg_page_holds_free(fg_page_t *page, const void *b) {
   uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   fg_block_t *top = _fg_tf_top(tf);
-  return list_holds(page, _fg_head_link(page, page->free), b) || list_holds(page, page->local_free, b) ||
+  return list_holds(page, _fg_head_link(page, page->free), b) ||
          (top != NULL && (top == b || list_holds(page, top->next, b)));
 }
 
@@ -355,7 +349,8 @@ bool _fg_direct_words(size_t c, size_t *lo, size_t *hi) { return direct_words(c,
 static void set_direct(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *first) {
   if (first != NULL) _fg_page_unkeep(heap, first); /* malloc's fast path hands out its blocks */
   size_t lo, hi;
-  if (q == &heap->full || _fg_hooked_all() || !direct_words((size_t)(q - heap->queues), &lo, &hi)) return;
+  if (q == &heap->full || q == &heap->woken || _fg_hooked_all() || !direct_words((size_t)(q - heap->queues), &lo, &hi))
+    return;
   fg_page_t *target = first != NULL ? first : &_fg_page_empty;
   for (size_t w = lo; w <= hi; w++) heap->direct[w] = target;
 }

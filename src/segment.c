@@ -234,17 +234,24 @@ fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
  * pass (a page freed and soon reused should not fault again); an exited thread's empty
  * segment goes to the cache at once. */
 void _fg_segment_page_free(fg_page_t *page) {
+  fg_heap_t *heap = page->heap;
+  _fg_page_buffer_set(page, false);
+  _fg_lock(&heap->lock);
+  _fg_segment_page_free_locked(page);
+  _fg_unlock(&heap->lock);
+}
+
+/* The same under the heap's lock. */
+void _fg_segment_page_free_locked(fg_page_t *page) {
   fg_segment_t *s = _fg_segment_of(page);
   fg_heap_t *heap = page->heap;
   _fg_bump(&heap->counts[FG_C_pages_released], 1);
-  _fg_page_buffer_set(page, false);
-  _fg_lock(&heap->lock);
   page->heap = NULL;
   s->free_slots |= (uint64_t)1 << (page - s->pages);
   page->block_size = 0;
   /* No block start passes the carved check: fg_usable_size's fast path relies on it. */
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
-  page->free = page->local_free = 0; /* nothing reads a free slot's lists */
+  page->free = 0; /* nothing reads a free slot's list */
   page->committed = 1;
   page->freed_at = _fg_clock_ms();
   if (s->used_pages == s->page_count) { /* it had no free slot: it is one again */
@@ -261,7 +268,6 @@ void _fg_segment_page_free(fg_page_t *page) {
     s->freed_at = page->freed_at;
     if (!heap->owned) segment_release(heap, s);
   }
-  _fg_unlock(&heap->lock);
 }
 
 /* Decay pass over a heap's partly used segments: free slots unused for the decay time give

@@ -110,10 +110,17 @@ typedef struct fg_block_s {
 
 struct fg_heap_s;
 
-/* The thread-free word of a page: a stack of blocks freed by other threads, with the low bit
- * telling such threads that the page sits in its heap's full list, so the first of them must
- * hand its block to the heap's delayed list instead (which wakes the page up). */
+/* The thread-free word of a page: a stack of blocks freed by other threads, and in its low
+ * bits (blocks are 8-aligned) the state of a full page, set and cleared under its heap's lock
+ * (heap.c): FULL, it sits in its heap's full list, where the owner's malloc never looks, so
+ * the first other thread to free into it moves it to the heap's woken list (WOKEN), which the
+ * owner's next slow path takes back; and the thread whose free completes the stack (all the
+ * page's blocks freed by other threads while it stayed full) gives the page back to its
+ * segment itself, unless STAYS (a buffer's page). */
 #define FG_TF_FULL ((uintptr_t)1)
+#define FG_TF_WOKEN ((uintptr_t)2)
+#define FG_TF_STAYS ((uintptr_t)4)
+#define FG_TF_FLAGS (FG_TF_FULL | FG_TF_WOKEN | FG_TF_STAYS)
 /* Above the 48 bits of the stack's top block: how many blocks the stack holds. Pushed and
  * taken in the same atomic word, the owner takes the count with the stack and never walks
  * it (each block of it was last written by another core: the walk was a sixth of the
@@ -166,8 +173,7 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
    * inline ledger adds to heap + this, one load in place of three instructions. */
   uint32_t ledger_row;
   struct fg_page_s *next, *prev; /* in a class queue or the full list */
-  uint64_t freed_at;             /* ms: when it became empty (kept page) or free (slot) */
-  fg_link_t local_free;   /* freed on the owner's behalf (delayed frees); joins `free` when that runs dry */
+  uint64_t freed_at;             /* ms: when it became empty (kept page), free (slot) or full */
   uint32_t requested_cap; /* entries in `requested`; kept with the slot for reuse */
   uint8_t prev_class; /* taken over from another class (heap.c), or uncarved: that class + 1, else 0 */
   /* OS pages of the slot's area, from its start, where carving costs no fault and no RSS (page.c's
@@ -232,17 +238,19 @@ typedef struct fg_heap_s {
   int64_t sample_left;
   fg_page_t *direct[FG_DIRECT_COUNT]; /* words of size -> page to allocate from */
   fg_page_queue_t queues[FG_CLASS_COUNT];
-  fg_page_queue_t full;                 /* pages with no free block */
+  fg_page_queue_t full;                 /* pages with no free block (under `lock`) */
   fg_segment_t *segments[FG_SEG_KINDS]; /* segments with free page slots, per kind */
-  _Atomic(fg_block_t *) delayed_free;   /* frees from other threads into full pages */
+  fg_page_queue_t woken;                /* full pages other threads freed into (under `lock`) */
+  _Atomic(bool) any_woken;              /* woken is worth a look (the owner's slow path) */
   uintptr_t key;                        /* seeds page keys */
   uint64_t decay_at;                    /* ms: next decay pass */
   uint32_t ticks;                       /* slow-path events since the last clock read */
   _Atomic(uint64_t) counts[FG_C_COUNT]; /* this heap's share of the global counters */
   _Atomic(bool) owned;                  /* a live thread uses it */
   uint64_t abandoned_at;                /* ms: when its thread exited (heap.c) */
-  /* Guards what the purger thread (purger.c) may give back behind the owner's back: the
-   * heap's segment lists and free page slots, and its large cache. */
+  /* Guards what other threads may change behind the owner's back: the heap's segment lists
+   * and free page slots and its large cache (the purger, purger.c), and its full and woken
+   * lists (other threads' frees into full pages). */
   fg_lock_t lock;
   /* Large blocks: what this thread has live (allocated minus freed, by this thread:
    * negative in a thread that frees others' blocks) and the most since its decay pass. */

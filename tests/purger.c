@@ -52,6 +52,26 @@ static void small_set(void) {
   }
 }
 
+/* 64 MiB of 1 KiB blocks, then, after a while, another thread frees them all and exits: the
+ * pages left their owner's hands full, and it allocates no more (a producer whose consumer
+ * drained the queue while it waits on something else). */
+enum { HANDOFF_N = 64 * 1024 };
+static void *handoff_blocks[HANDOFF_N];
+static void *free_handed(void *arg) {
+  (void)arg;
+  for (int i = 0; i < HANDOFF_N; i++) free(handoff_blocks[i]);
+  return NULL;
+}
+static size_t handoff_set(void) {
+  for (int i = 0; i < HANDOFF_N; i++) memset(handoff_blocks[i] = malloc(1000), 1, 1000);
+  size_t built = tu_rss();
+  usleep(50 * 1000);
+  pthread_t t;
+  pthread_create(&t, NULL, free_handed, NULL);
+  pthread_join(t, NULL);
+  return built;
+}
+
 static void *thread_set(void *arg) {
   small_set(); /* first: small pages that grow give back idle cached large blocks */
   large_set();
@@ -124,6 +144,13 @@ static int run_case(const char *name) {
   if (strcmp(name, "large") == 0) large_set();
   if (strcmp(name, "small") == 0) small_set();
   size_t thread_built = 0;
+  if (strcmp(name, "handoff") == 0) {
+    thread_built = handoff_set();
+    fg_stats_get(&st1);
+    CHECKF(st1.pages_handed_back - st0.pages_handed_back >= 900,
+           "handoff: the other thread's frees gave back the pages they emptied: %llu of the 1,000 or so",
+           (unsigned long long)(st1.pages_handed_back - st0.pages_handed_back));
+  }
   if (strcmp(name, "thread") == 0) {
     pthread_t t;
     pthread_create(&t, NULL, thread_set, &thread_built);
@@ -237,7 +264,7 @@ static bool run_child(const char *name, bool purger) {
 
 int main(int argc, char **argv) {
   if (argc > 1) return run_case(argv[1]);
-  const char *cases[] = {"large", "small", "thread", "fork"};
+  const char *cases[] = {"large", "small", "thread", "fork", "handoff"};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     CHECKF(run_child(cases[i], true), "case %s passed (above)", cases[i]);
   CHECK("case off passed (above)", run_child("off", false));

@@ -1,13 +1,17 @@
 /* stress.c — the threaded stress test: 8 worker threads allocate, free, realloc, calloc and
  * align blocks of mixed sizes (bytes to MiB), hand blocks to each other through a shared
  * queue (so frees and reallocs cross threads), exit and get replaced as the run goes on (so
- * pages of dead threads get adopted), and take signals mid-operation. Every block carries a
+ * pages of dead threads get adopted), and take signals mid-operation. Beside them a producer
+ * hands whole batches of one size to a consumer and sleeps up to 12 ms meanwhile, so that pages
+ * it filled come back both while it is away (given back by the consumer's frees) and while it
+ * allocates again (taken back by it). Every block carries a
  * pattern derived from its address, size and the run's seed, checked before it is freed or
  * resized.
  * Uses only the libc names, so the same source runs linked with frugal or under LD_PRELOAD.
  * Usage: stress [SECONDS [SEED]]; SECONDS defaults to $FRUGAL_STRESS_SECONDS, then 30. */
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -224,6 +228,58 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* ---- the hand-off pair: a batch at a time, the producer away for a while after each ---- */
+#define HANDOFF_BATCH 1024
+static block_t handoff[HANDOFF_BATCH];
+static atomic_int handoff_ready; /* 1: the batch is the consumer's */
+static atomic_long n_handed;
+static atomic_int producer_done;
+
+static void *handoff_producer(void *arg) {
+  (void)arg;
+  tu_rng_t r = {tu_mix(run_seed ^ 0x4a4e)};
+  while (!atomic_load(&stop)) {
+    size_t n = (size_t)64 << tu_next(&r) % 5; /* 64 B to 1 KiB: whole pages of one class */
+    for (int i = 0; i < HANDOFF_BATCH; i++) {
+      handoff[i] = (block_t){(unsigned char *)malloc(n), n};
+      if (handoff[i].p == NULL) {
+        atomic_fetch_add(&n_null, 1);
+        handoff[i].n = 0;
+        continue;
+      }
+      block_fill(handoff[i]);
+    }
+    atomic_store_explicit(&handoff_ready, 1, memory_order_release);
+    struct timespec away = {0, (long)(tu_next(&r) % 12000) * 1000};
+    nanosleep(&away, NULL);
+    for (int i = 0; i < 64; i++) block_release(fresh_block(&r)); /* back, while the frees go on */
+    while (atomic_load_explicit(&handoff_ready, memory_order_acquire) && !atomic_load(&stop)) sched_yield();
+  }
+  atomic_store(&producer_done, 1); /* a batch still ready is the consumer's to free */
+  return NULL;
+}
+
+static void *handoff_consumer(void *arg) {
+  (void)arg;
+  tu_rng_t r = {tu_mix(run_seed ^ 0x434f)};
+  for (;;) {
+    if (!atomic_load_explicit(&handoff_ready, memory_order_acquire)) {
+      if (atomic_load(&producer_done)) return NULL;
+      sched_yield();
+      continue;
+    }
+    for (int i = 0; i < HANDOFF_BATCH; i++) {
+      if (i == HANDOFF_BATCH / 2) { /* half now, half later: some pages are woken first */
+        struct timespec pause = {0, (long)(tu_next(&r) % 4000) * 1000};
+        nanosleep(&pause, NULL);
+      }
+      if (handoff[i].p != NULL) block_release(handoff[i]);
+    }
+    atomic_fetch_add(&n_handed, HANDOFF_BATCH);
+    atomic_store_explicit(&handoff_ready, 0, memory_order_release);
+  }
+}
+
 static int start_worker(worker_t *w, uint64_t seed) {
   w->seed = seed;
   atomic_store(&w->done, 0);
@@ -249,6 +305,10 @@ int main(int argc, char **argv) {
     else
       create_failed++;
   }
+  pthread_t producer, consumer;
+  if (pthread_create(&producer, NULL, handoff_producer, NULL) != 0 ||
+      pthread_create(&consumer, NULL, handoff_consumer, NULL) != 0)
+    create_failed++;
   double t0 = tu_now();
   struct timespec nap = {0, 2 * 1000 * 1000};
   while (tu_now() - t0 < seconds && create_failed == 0) {
@@ -269,6 +329,10 @@ int main(int argc, char **argv) {
     nanosleep(&nap, NULL);
   }
   atomic_store(&stop, 1);
+  if (create_failed == 0) {
+    pthread_join(producer, NULL);
+    pthread_join(consumer, NULL);
+  }
   for (int i = 0; i < WORKERS; i++) {
     pthread_join(workers[i].thread, NULL);
     joined++;
@@ -279,10 +343,10 @@ int main(int argc, char **argv) {
     block_release(b);
     drained++;
   }
-  check_note("%ld operations, %ld cross-thread hand-overs, %ld threads started, %ld signals "
-             "taken, %ld blocks drained at the end, %.1f s",
-             atomic_load(&n_ops), atomic_load(&n_cross), started, atomic_load(&n_signals),
-             drained, tu_now() - t0);
+  check_note("%ld operations, %ld cross-thread hand-overs, %ld blocks handed over in batches, %ld "
+             "threads started, %ld signals taken, %ld blocks drained at the end, %.1f s",
+             atomic_load(&n_ops), atomic_load(&n_cross), atomic_load(&n_handed), started,
+             atomic_load(&n_signals), drained, tu_now() - t0);
   CHECK("every block kept its seeded pattern until freed or resized", atomic_load(&n_corrupt) == 0);
   CHECK("calloc returned zeroed memory every time", atomic_load(&n_nonzero) == 0);
   CHECK("aligned_alloc / posix_memalign blocks were aligned", atomic_load(&n_misaligned) == 0);
@@ -292,6 +356,7 @@ int main(int argc, char **argv) {
   CHECK("threads were created and joined while it ran (more than the first 8)",
         started > WORKERS && joined == started);
   CHECK("blocks crossed threads", atomic_load(&n_cross) > 0);
+  CHECK("the producer's batches were freed by the consumer", atomic_load(&n_handed) > 0);
   CHECK("workers took signals in the middle of their allocations", atomic_load(&n_signals) > 0);
   return check_finish("stress");
 }
