@@ -19,10 +19,12 @@ from .units import GiB, MiB
 START = "<!-- results-table -->"
 END = "<!-- /results-table -->"
 
-# The rows: the four seed experiments as one line each (the summary's geometric means over
-# their cells), and the footprint experiment's workloads one by one (real programs first).
-SEED_ROWS = [("bufcache", "seed 1: buffer cache"), ("fifo", "seed 2: FIFO, many sizes"),
-             ("bigbuf", "seed 3: big buffers"), ("threads", "seed 4: threads")]
+# The rows: the four seed experiments and the program shapes as one line each (the summary's
+# geometric means over their cells), and the footprint experiment's workloads one by one (real
+# programs first).
+SUMMARY_ROWS = [("bufcache", "seed 1: buffer cache"), ("fifo", "seed 2: FIFO, many sizes"),
+                ("bigbuf", "seed 3: big buffers"), ("threads", "seed 4: threads"),
+                ("shapes", "program shapes (fill and drain, trees, …)")]
 FOOTPRINT_ROWS = [("sqlite3", "sqlite3 `:memory:`"), ("python3/pymalloc", "python3, pymalloc"),
                   ("python3/malloc", "python3, `PYTHONMALLOC=malloc`"), ("python3/lists", "python3, lists growing"),
                   ("redis", "redis-server"), ("bigrand", "random big blocks")]
@@ -52,7 +54,7 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             if a not in allocators:
                 allocators.append(a)
     pairs: list[tuple[str, dict[str, tuple[float, float]]]] = []
-    for name, label in SEED_ROWS:
+    for name, label in SUMMARY_ROWS:
         sc = exps.get(name, {}).get("scores") or {}
         if sc:
             pairs.append((label, {a: (sc[a]["time"], sc[a]["rss"]) for a in sc
@@ -92,7 +94,7 @@ def caption(results: dict[str, Any]) -> str:
     reps = ctx.get("repetitions")
     how = f"{meta.get('mode', '?')} mode" + (f", median of {reps} runs" if reps else "")
     return (f"Measured {date} on {where} by {code_md(command_of(meta))} ({how}). Each cell: wall time, then peak "
-            "RSS; the best of a row in bold. A seed's row is the geometric mean over its experiment's cells (a threads "
+            "RSS; the best of a row in bold. A seed's row and the shapes' are the geometric mean over their experiment's cells (a threads "
             "run stopped at its time cap counts with its time extrapolated to the whole work).")
 
 
