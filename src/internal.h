@@ -55,6 +55,9 @@ static inline void _fg_lock(fg_lock_t *l) {
   }
 }
 static inline void _fg_unlock(fg_lock_t *l) { atomic_store_explicit(l, 0, memory_order_release); }
+static inline bool _fg_trylock(fg_lock_t *l) {
+  return atomic_load_explicit(l, memory_order_relaxed) == 0 && atomic_exchange_explicit(l, 1, memory_order_acquire) == 0;
+}
 
 /* ---- init.c: process state, errors ---------------------------------------------------- */
 extern uintptr_t _fg_secret; /* per-process random, set before the first heap */

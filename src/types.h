@@ -241,7 +241,8 @@ typedef struct fg_heap_s {
   fg_page_queue_t full;                 /* pages with no free block (under `lock`) */
   fg_segment_t *segments[FG_SEG_KINDS]; /* segments with free page slots, per kind */
   fg_page_queue_t woken;                /* full pages other threads freed into (under `lock`) */
-  _Atomic(bool) any_woken;              /* woken is worth a look (the owner's slow path) */
+  _Atomic(bool) any_woken;              /* woken (or full: full_freed) is worth a look (the owner's slow path) */
+  _Atomic(bool) full_freed;             /* full is: a free found the lock taken (heap.c) */
   uintptr_t key;                        /* seeds page keys */
   uint64_t decay_at;                    /* ms: next decay pass */
   uint32_t ticks;                       /* slow-path events since the last clock read */

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -499,7 +500,7 @@ def test_frames_named_under_a_process_title(lib: Path, server_bin: Path, program
                     reason="redis-server, redis-benchmark, redis-cli and tmux are needed")
 def test_redis_live_script(lib: Path, tmp_path: Path) -> None:
     """bench/redis_live.sh (docs/profiles.md's real server), shortened: 11 s of load, two
-    snapshots, top in tmux, their diff, one pair of channel on/off runs."""
+    or three snapshots, top in tmux, their diff, one pair of channel on/off runs."""
     cli = Path(sys.executable).parent / "frugal"
     out = tmp_path / "redis-live"
     env = dict(os.environ, FRUGAL_LIB=str(lib), FRUGAL_CLI=str(cli), PORT="7391",
@@ -507,7 +508,9 @@ def test_redis_live_script(lib: Path, tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[2] / "bench" / "redis_live.sh"
     proc = subprocess.run([str(script), str(out), "11", "1"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "snapshots: 2 taken, 0 failed" in proc.stdout, proc.stdout
+    # A snapshot every 5 s while the load runs: 2, or 3 when the second ended before the 11th s.
+    taken = re.search(r"snapshots: (\d+) taken, 0 failed", proc.stdout)
+    assert taken and int(taken.group(1)) >= 2, proc.stdout
     top = (out / "top.txt").read_text()
     assert "frugal top — pid" in top and "redis-server" in top and "call sites by live bytes" in top, top
     diff = (out / "diff.txt").read_text()
