@@ -229,8 +229,9 @@ void _fg_heap_page_unfull(fg_page_t *page) {
 
 /* Woken pages back at the end of their queues, where page_find gathers their stacks in turn:
  * every full page another thread freed into is woken (by the first such free), or the full
- * list is flagged (full_freed), so page_find, a decay pass and a thread's exit look no further. A buffer's page, its block freed, retires as if its owner had freed it (for the next buffer).
- * Not every page left empty: retired, such pages were kept and carved again in address order
+ * list is flagged (full_freed), so page_find, a decay pass and a thread's exit look no
+ * further. A buffer's page, its block freed, retires as if its owner had freed it (for the
+ * next buffer). Not every page left empty: retired, such pages were kept and carved again in address order
  * (1 producer, 1 consumer: 0.40 -> 0.50 s CPU; 4 and 4: 0.46 -> 0.98), and even not carved
  * again they cost 12 % more CPU (0.35 -> 0.40 s) than gathered where they are. At most
  * RETIRES_MAX a call: the retires run after the lock; the rest wait for the next call. */
@@ -266,16 +267,15 @@ static void pages_wake(fg_heap_t *heap) {
  * the owner's next slow path looks at before it starts a page; or, when the heap's lock is
  * taken, flags the full list for that look instead (a free never waits for the owner, which
  * may be off the CPU holding it: 2 threads beside a busy loop a core, 0.31 s against 0.33
- * waiting). The free that left no block of
- * it in use gives it back to its segment, whatever its owner is doing: the owner holds no
- * block of it, and its malloc never looks at a full page. A thread that filled pages, handed
- * their blocks to another and then waited (a producer whose queue was drained while it sleeps
- * on something else) otherwise kept them all until it allocated again: 64 MiB of 1 KiB
- * blocks stayed resident however long it slept (tests/purger.c's handoff; now they go back
- * with the decay time). Only a page full for RESCUE_MS: one emptied sooner has an owner about
- * to take it back, and giving back every such page (1 producer, 1 consumer) cost 40 % more
- * CPU time, each page carved again; such a page STAYS (its owner takes it back as any woken
- * page). */
+ * waiting). The free that left no block of it in use gives it back to its segment, whatever
+ * its owner is doing: the owner holds no block of it, and its malloc never looks at a full
+ * page. A thread that filled pages, handed their blocks to another and then waited (a
+ * producer whose queue was drained while it sleeps on something else) otherwise kept them all
+ * until it allocated again: 64 MiB of 1 KiB blocks stayed resident however long it slept
+ * (tests/purger.c's handoff; now they go back with the decay time). Only a page full for
+ * RESCUE_MS: one emptied sooner has an owner about to take it back, and giving back every such
+ * page (1 producer, 1 consumer) cost 40 % more CPU time, each page carved again; such a page
+ * STAYS (its owner takes it back as any woken page). */
 #define RESCUE_MS 8
 fg_noinline void _fg_heap_page_mailed(fg_heap_t *heap, fg_page_t *page, uintptr_t tf) {
   bool emptied = _fg_tf_emptied(page, tf);
@@ -414,6 +414,7 @@ void _fg_heap_page_retire(fg_page_t *page) {
  * back and was faulted in again over the run, at 1.6 times the CPU time. */
 #define OTHERS_IDLE_MS 4
 static void others_purge_idle(const fg_heap_t *self, uint64_t now) {
+  if (now < OTHERS_IDLE_MS) return;
   pthread_mutex_lock(&heaps_lock);
   for (fg_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
     if (heap != self) _fg_segment_purge_idle(heap, now - OTHERS_IDLE_MS, FG_MAYBE_EMPTY_ALL);
