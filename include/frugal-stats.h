@@ -46,6 +46,8 @@ extern "C" {
   X(pages_released, "empty pages given back to their segment")                       \
   X(pages_reused, "empty pages a class took over from another (memory already committed)") \
   X(pages_handed_back, "full pages other threads emptied, given back by the last of them: the owner was away") \
+  X(pages_handed_over, "full pages other threads emptied, taken by a heap that needed a page: the owner was away") \
+  X(slots_lent, "free page slots another heap's segment lent, their memory still committed") \
   X(segment_cache_hits, "segments reused from the segment cache")                    \
   X(segment_cache_misses, "segments mapped from the OS")                             \
   X(segment_cache_evictions, "empty segments the full cache gave back at once")      \

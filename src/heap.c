@@ -227,21 +227,42 @@ void _fg_heap_page_unfull(fg_page_t *page) {
   _fg_unlock(&heap->lock);
 }
 
+/* Other heaps are short of pages: one of them, not this one, found no slot of its own nor one
+ * to take from the others (page_from_others) and mapped a segment less than SHORT_WINDOW_MS
+ * ago. Then a page that other threads emptied goes back to its segment sooner, where that heap
+ * borrows its slot instead of mapping more: the free that empties it gives it back after
+ * RESCUE_SHORT_MS full, not RESCUE_MS (_fg_heap_page_mailed), and its owner taking it back
+ * gives it back too (pages_wake). 4 producers whose 1 KiB blocks 4 consumers free (the lab's
+ * cross shape), peak RSS less what the queue held, median and worst of 8 runs: 39.6 and 48.2
+ * MB with neither, 28.3 and 33.2 with the hand-over alone, 24.1 and 30.1 with both (glibc
+ * 17-25). Not while the heap mapping is the page's own: 1 producer and 1 consumer then only
+ * carved their pages again (CPU time 0.35 -> 0.37-0.46 s). */
+#define RESCUE_SHORT_MS 2
+#define SHORT_WINDOW_MS 50
+static _Atomic(uint64_t) segment_mapped_at;
+static _Atomic(fg_heap_t *) segment_mapped_by;
+static bool others_short(const fg_heap_t *heap) {
+  return _fg_clock_ms() - atomic_load_explicit(&segment_mapped_at, memory_order_relaxed) < SHORT_WINDOW_MS &&
+         atomic_load_explicit(&segment_mapped_by, memory_order_relaxed) != heap;
+}
+
 /* Woken pages back at the end of their queues, where page_find gathers their stacks in turn:
  * every full page another thread freed into is woken (by the first such free), or the full
  * list is flagged (full_freed), so page_find, a decay pass and a thread's exit look no
  * further. A buffer's page, its block freed, retires as if its owner had freed it (for the
- * next buffer). Not every page left empty: retired, such pages were kept and carved again in address order
- * (1 producer, 1 consumer: 0.40 -> 0.50 s CPU; 4 and 4: 0.46 -> 0.98), and even not carved
- * again they cost 12 % more CPU (0.35 -> 0.40 s) than gathered where they are. At most
- * RETIRES_MAX a call: the retires run after the lock; the rest wait for the next call. */
+ * next buffer); a page whose blocks all came back goes back to its segment while other heaps
+ * are short (`share`). Not every page left empty: retired, such pages were kept and carved
+ * again in address order (1 producer, 1 consumer: 0.40 -> 0.50 s CPU; 4 and 4: 0.46 -> 0.98),
+ * and even not carved again they cost 12 % more CPU (0.35 -> 0.40 s) than gathered where they
+ * are. At most RETIRES_MAX a call: they go after the lock; the rest wait for the next call. */
 #define RETIRES_MAX 16
-static bool pages_unfull_list(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t **empty, size_t *n) {
+static bool pages_unfull_list(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t **empty, size_t *n, bool share) {
   for (fg_page_t *page = q->first, *next; page != NULL; page = next) {
     next = page->next;
     if (*n == RETIRES_MAX) return false;
-    if (_fg_tf_top(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL ||
-        !page_unfull_locked(heap, page) || !page->regrown)
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    bool all = share && _fg_tf_count(tf) == atomic_load_explicit(&page->capacity, memory_order_relaxed);
+    if (_fg_tf_top(tf) == NULL || !page_unfull_locked(heap, page) || !(page->regrown || all))
       continue;
     _fg_page_collect(page);
     if (_fg_page_used(page) == 0) empty[(*n)++] = page;
@@ -254,13 +275,19 @@ static void pages_wake(fg_heap_t *heap) {
   size_t n = 0;
   _fg_lock(&heap->lock);
   atomic_store_explicit(&heap->any_woken, false, memory_order_relaxed);
-  bool full = atomic_exchange_explicit(&heap->full_freed, false, memory_order_relaxed);
-  if (!pages_unfull_list(heap, &heap->woken, empty, &n) || (full && !pages_unfull_list(heap, &heap->full, empty, &n))) {
+  bool full = atomic_exchange_explicit(&heap->full_freed, false, memory_order_relaxed), share = others_short(heap);
+  if (!pages_unfull_list(heap, &heap->woken, empty, &n, share) ||
+      (full && !pages_unfull_list(heap, &heap->full, empty, &n, share))) {
     atomic_store_explicit(&heap->any_woken, true, memory_order_relaxed); /* the rest next time */
     atomic_store_explicit(&heap->full_freed, full, memory_order_relaxed);
   }
   _fg_unlock(&heap->lock);
-  for (size_t i = 0; i < n; i++) _fg_heap_page_retire(empty[i]);
+  for (size_t i = 0; i < n; i++) {
+    if (empty[i]->regrown)
+      _fg_heap_page_retire(empty[i]);
+    else
+      page_release(heap, empty[i]);
+  }
 }
 
 /* Another thread freed into a full page. The first such free moves it to the woken list, which
@@ -273,10 +300,14 @@ static void pages_wake(fg_heap_t *heap) {
  * producer whose queue was drained while it sleeps on something else) otherwise kept them all
  * until it allocated again: 64 MiB of 1 KiB blocks stayed resident however long it slept
  * (tests/purger.c's handoff; now they go back with the decay time). Only a page full for
- * RESCUE_MS: one emptied sooner has an owner about to take it back, and giving back every such
- * page (1 producer, 1 consumer) cost 40 % more CPU time, each page carved again; such a page
- * STAYS (its owner takes it back as any woken page). */
+ * RESCUE_MS (RESCUE_SHORT_MS while others are short: others_short): one emptied sooner has an
+ * owner about to take it back, and giving back every such page (1 producer, 1 consumer) cost
+ * 40 % more CPU time, each page carved again; such a page STAYS (its owner takes it back as
+ * any woken page, or another heap that needs one: page_handover). */
 #define RESCUE_MS 8
+/* Set when a full page's blocks all came back from other threads while it waited on its
+ * owner's woken list (STAYS, below); cleared by a scan that found none (page_from_others). */
+static _Atomic(bool) pages_emptied_away;
 fg_noinline void _fg_heap_page_mailed(fg_heap_t *heap, fg_page_t *page, uintptr_t tf) {
   bool emptied = _fg_tf_emptied(page, tf);
   if (emptied) {
@@ -287,19 +318,21 @@ fg_noinline void _fg_heap_page_mailed(fg_heap_t *heap, fg_page_t *page, uintptr_
     atomic_store_explicit(&heap->any_woken, true, memory_order_release); /* read with full_freed */
     return;
   }
-  if (emptied && _fg_clock_ms() - page->freed_at >= RESCUE_MS) {
+  if (emptied && _fg_clock_ms() - page->freed_at >= (others_short(heap) ? RESCUE_SHORT_MS : RESCUE_MS)) {
     _fg_queue_remove(heap, tf & FG_TF_WOKEN ? &heap->woken : &heap->full, page);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
     _fg_page_used_set(page, 0);
     _fg_bump(&heap->counts[FG_C_pages_handed_back], 1);
-    _fg_segment_page_free_locked(page);
     _fg_unlock(&heap->lock);
+    _fg_segment_page_free(page); /* its segment's heap's lock: the page may be lent */
     _fg_purger_wake(); /* its owner may not come back for a decay pass */
     return;
   }
-  if (emptied) /* full for too short a time: its owner takes it back, as a page others freed into */
+  if (emptied) { /* full for too short a time: its owner takes it back, or another heap (page_handover) */
     tf = atomic_fetch_or_explicit(&page->xthread_free, FG_TF_STAYS, memory_order_relaxed) | FG_TF_STAYS;
-  else /* unless it came back meanwhile (its owner freed into it, or the frees emptied it and its
+    if (!atomic_load_explicit(&pages_emptied_away, memory_order_relaxed))
+      atomic_store_explicit(&pages_emptied_away, true, memory_order_relaxed);
+  } else /* unless it came back meanwhile (its owner freed into it, or the frees emptied it and its
         * slot was taken again), or another free woke it */
     tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
   if (page->heap == heap && (tf & (FG_TF_FULL | FG_TF_WOKEN)) == FG_TF_FULL && _fg_tf_top(tf) != NULL &&
@@ -538,19 +571,81 @@ static void lone_pages_uncarve(fg_heap_t *heap, size_t except) {
   _fg_returning_end(was);
 }
 
+/* A page another heap's owner is away from, all its blocks freed by other threads, handed over
+ * to `to`, whose slow path then starts it as a slot of its own (one of the first HANDOVER_LOOK
+ * of `from`'s woken pages, the longest woken first). The page changes heap, not segment: its
+ * slot stays taken, and no block of it is live for a free to race with. Only once it STAYS:
+ * until the free that emptied it has decided so under the lock, that free may still give it
+ * back (taken before, the page went back to its segment under its new heap). Not a buffer's
+ * page (the heap counts those). NULL if none, or if from's lock is taken. */
+#define HANDOVER_LOOK 8
+static bool handover_ready(fg_page_t *page, fg_segment_kind_t kind) {
+  uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  return (tf & (FG_TF_FULL | FG_TF_STAYS)) == (FG_TF_FULL | FG_TF_STAYS) &&
+         _fg_tf_count(tf) == atomic_load_explicit(&page->capacity, memory_order_relaxed) && !page->regrown &&
+         _fg_segment_of(page)->kind == kind &&
+         atomic_compare_exchange_strong_explicit(&page->xthread_free, &tf, 0, memory_order_acquire, memory_order_relaxed);
+}
+static fg_page_t *page_handover(fg_heap_t *from, fg_heap_t *to, fg_segment_kind_t kind) {
+  if (!_fg_trylock(&from->lock)) return NULL;
+  fg_page_t *found = NULL, *page = from->woken.first;
+  for (int looked = 0; page != NULL && looked < HANDOVER_LOOK && found == NULL; page = page->next, looked++)
+    if (handover_ready(page, kind)) found = page;
+  if (found != NULL) {
+    _fg_queue_remove(from, &from->woken, found);
+    _fg_page_used_set(found, 0);
+    found->freed_at = 0;
+    found->heap = to;
+    _fg_bump(&to->counts[FG_C_pages_handed_over], 1);
+  }
+  _fg_unlock(&from->lock);
+  return found;
+}
+
+/* A heap with no free slot of its own takes what other heaps leave idle before it maps a
+ * segment (or takes one from the cache): a slot freed with its memory still committed, lent
+ * (segment.c), else a page handed over. Without this, 4 producers whose blocks 4 consumers
+ * freed (the lab's cross shape, 1 KiB) each kept the pages of its own busiest moment, 150-210
+ * pages of 64 KiB, mostly emptied and waiting on the woken list while their thread waited for
+ * room in the queue, as the others carved fresh ones (numbers at others_short). Each scan
+ * takes no lock that is held (an owner may be off the CPU), and runs only while a hint says
+ * another heap may have one. */
+static fg_page_t *page_from_others(fg_heap_t *heap, fg_segment_kind_t kind) {
+  bool lend = _fg_segment_lendable(), handover = atomic_load_explicit(&pages_emptied_away, memory_order_relaxed);
+  if (!lend && !handover) return NULL;
+  fg_page_t *page = NULL;
+  pthread_mutex_lock(&heaps_lock);
+  for (fg_heap_t *h = heaps_all; lend && h != NULL && page == NULL; h = h->next_all)
+    if (h != heap) page = _fg_segment_slot_lend(h, kind, heap);
+  if (lend && page == NULL) _fg_segment_lendable_none();
+  for (fg_heap_t *h = heaps_all; handover && h != NULL && page == NULL; h = h->next_all)
+    if (h != heap) page = page_handover(h, heap, kind);
+  if (handover && page == NULL) atomic_store_explicit(&pages_emptied_away, false, memory_order_relaxed);
+  pthread_mutex_unlock(&heaps_lock);
+  return page;
+}
+
 static fg_page_t *page_fresh(fg_heap_t *heap, size_t c, fg_segment_kind_t seg) {
   fg_page_t *page = page_take_empty(heap, c, seg);
   /* Not when a buffer in a medium class takes a single page: a string grown past 8 KiB and
    * freed took 30 % longer (155 against 118 ns), 15 of its 40 instructions a class scanned. */
   if (_fg_class_kind(c) == seg && seg != FG_SEG_SMALL) lone_pages_uncarve(heap, c);
   size_t prev = page != NULL ? page->class_idx + 1u : 0;
-  if (page == NULL) page = _fg_segment_page_alloc(heap, seg);
+  if (page == NULL && seg != FG_SEG_SINGLE) { /* a slot of its own, else what others leave idle */
+    page = _fg_segment_page_alloc(heap, seg, false);
+    if (page == NULL) page = page_from_others(heap, seg);
+    if (page == NULL) { /* a segment to map: other heaps' pages that empty go back sooner */
+      atomic_store_explicit(&segment_mapped_at, _fg_clock_ms(), memory_order_relaxed);
+      atomic_store_explicit(&segment_mapped_by, heap, memory_order_relaxed);
+    }
+  }
+  if (page == NULL) page = _fg_segment_page_alloc(heap, seg, true);
   if (page == NULL) { /* out of memory: give back everything cached, try again */
     uint8_t was = _fg_returning_for(FG_BY_OOM);
     _fg_event(1, "out of memory: caches given back, retrying");
     _fg_collect_all(heap, true);
     _fg_returning_end(was);
-    page = _fg_segment_page_alloc(heap, seg);
+    page = _fg_segment_page_alloc(heap, seg, true);
     if (page == NULL) return NULL;
   }
   _fg_page_init(page, heap, c);

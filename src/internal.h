@@ -191,9 +191,11 @@ static inline fg_page_t *_fg_page_at(fg_segment_t *s, const void *p, unsigned pa
 static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
   return _fg_page_at(s, p, s->page_shift);
 }
-fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind);
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, bool map);
+fg_page_t *_fg_segment_slot_lend(fg_heap_t *owner, fg_segment_kind_t kind, fg_heap_t *to);
+bool _fg_segment_lendable(void);      /* some heap may have a committed free slot to lend */
+void _fg_segment_lendable_none(void); /* a scan found none */
 void _fg_segment_page_free(fg_page_t *page);
-void _fg_segment_page_free_locked(fg_page_t *page); /* the heap's lock held */
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start);
 bool _fg_segment_purge_expired(fg_heap_t *heap, uint64_t now, bool force); /* true: some left */
 void _fg_segment_purge_idle(fg_heap_t *heap, uint64_t before, uint8_t kinds); /* free slots freed at or before */

@@ -209,43 +209,64 @@ size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **sta
   return page_size - skip - guard;
 }
 
-/* A free page slot of `kind` for `heap`, from a segment it owns or a new one. The slot is
- * marked taken under the heap's lock, so the purger leaves it alone from then on. */
-fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind) {
+/* Slot i of s, free, taken for `to` (s's heap's lock held). */
+static fg_page_t *slot_take(fg_segment_t *s, size_t i, fg_heap_t *to) {
+  s->free_slots &= ~((uint64_t)1 << i);
+  fg_page_t *page = &s->pages[i];
+  page->heap = to;
+  s->used_pages++;
+  if (s->used_pages == s->page_count) segment_unlink(s->heap, s); /* no free slot left */
+  return page;
+}
+
+/* A free page slot of `kind` for `heap`, from a segment it owns, or with `map` a new one. The
+ * slot is marked taken under the heap's lock, so the purger leaves it alone from then on. */
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, bool map) {
   _fg_lock(&heap->lock);
   fg_segment_t *s = heap->segments[kind];
-  if (s == NULL && (s = segment_new(heap, kind)) == NULL) {
+  if (s == NULL && (!map || (s = segment_new(heap, kind)) == NULL)) {
     _fg_unlock(&heap->lock);
     return NULL;
   }
   /* The first free slot by its bit: a walk over the slots read a page struct, a cache line,
    * for each slot taken before it (seed 2's FIFO of 4 KiB blocks: 300 instructions a page). */
-  size_t i = (size_t)__builtin_ctzll(s->free_slots);
-  s->free_slots &= s->free_slots - 1;
-  fg_page_t *page = &s->pages[i];
-  page->heap = heap;
-  s->used_pages++;
-  if (s->used_pages == s->page_count) segment_unlink(heap, s); /* no free slot left */
+  fg_page_t *page = slot_take(s, (size_t)__builtin_ctzll(s->free_slots), heap);
   _fg_unlock(&heap->lock);
   return page;
 }
 
-/* Give a page slot back to its segment. The slot's memory stays committed until the decay
- * pass (a page freed and soon reused should not fault again); an exited thread's empty
- * segment goes to the cache at once. */
-void _fg_segment_page_free(fg_page_t *page) {
-  fg_heap_t *heap = page->heap;
-  _fg_page_buffer_set(page, false);
-  _fg_lock(&heap->lock);
-  _fg_segment_page_free_locked(page);
-  _fg_unlock(&heap->lock);
+/* Set when a slot goes free with its memory committed; cleared by a lender's scan that found
+ * none (heap.c's page_from_others): a hint, so that a growing heap looks at the others only when
+ * one of them may lend. */
+static _Atomic(bool) slots_lendable;
+bool _fg_segment_lendable(void) { return atomic_load_explicit(&slots_lendable, memory_order_relaxed); }
+void _fg_segment_lendable_none(void) { atomic_store_explicit(&slots_lendable, false, memory_order_relaxed); }
+
+/* A free slot of `kind` in `owner`'s segments whose memory is still committed, taken for
+ * another heap, `to`; NULL if none, or if the owner's lock is taken (never wait: the owner
+ * may be off the CPU). The segment stays the owner's: the slot comes back to it when `to`
+ * frees the page (_fg_segment_page_free locks the segment's heap, not the page's). */
+fg_page_t *_fg_segment_slot_lend(fg_heap_t *owner, fg_segment_kind_t kind, fg_heap_t *to) {
+  if (!_fg_trylock(&owner->lock)) return NULL;
+  fg_page_t *page = NULL;
+  for (fg_segment_t *s = owner->segments[kind]; s != NULL && page == NULL; s = s->next)
+    for (uint64_t bits = s->free_slots; bits != 0; bits &= bits - 1) {
+      size_t i = (size_t)__builtin_ctzll(bits);
+      if (s->pages[i].committed) {
+        page = slot_take(s, i, to);
+        _fg_bump(&to->counts[FG_C_slots_lent], 1);
+        break;
+      }
+    }
+  _fg_unlock(&owner->lock);
+  return page;
 }
 
-/* The same under the heap's lock. */
-void _fg_segment_page_free_locked(fg_page_t *page) {
+/* A page slot back to its segment, under the lock of the segment's heap (_fg_segment_page_free). */
+static void segment_page_free_locked(fg_page_t *page) {
   fg_segment_t *s = _fg_segment_of(page);
-  fg_heap_t *heap = page->heap;
-  _fg_bump(&heap->counts[FG_C_pages_released], 1);
+  fg_heap_t *heap = s->heap;
+  _fg_bump(&heap->counts[FG_C_pages_released], 1); /* the lock's heap: a page's may be another thread's */
   page->heap = NULL;
   s->free_slots |= (uint64_t)1 << (page - s->pages);
   page->block_size = 0;
@@ -253,6 +274,8 @@ void _fg_segment_page_free_locked(fg_page_t *page) {
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   page->free = 0; /* nothing reads a free slot's list */
   page->committed = 1;
+  if (!atomic_load_explicit(&slots_lendable, memory_order_relaxed))
+    atomic_store_explicit(&slots_lendable, true, memory_order_relaxed);
   page->freed_at = _fg_clock_ms();
   if (s->used_pages == s->page_count) { /* it had no free slot: it is one again */
     s->next = heap->segments[s->kind];
@@ -268,6 +291,17 @@ void _fg_segment_page_free_locked(fg_page_t *page) {
     s->freed_at = page->freed_at;
     if (!heap->owned) segment_release(heap, s);
   }
+}
+
+/* Give a page slot back to its segment. The slot's memory stays committed until the decay
+ * pass (a page freed and soon reused should not fault again); an exited thread's empty
+ * segment goes to the cache at once. The segment's heap's lock: the page may be lent. */
+void _fg_segment_page_free(fg_page_t *page) {
+  fg_heap_t *owner = _fg_segment_of(page)->heap; /* stable: the page keeps its segment in use */
+  _fg_page_buffer_set(page, false);
+  _fg_lock(&owner->lock);
+  segment_page_free_locked(page);
+  _fg_unlock(&owner->lock);
 }
 
 /* Decay pass over a heap's partly used segments: free slots unused for the decay time give

@@ -87,7 +87,8 @@ def cache_rates(doc: dict) -> list[Rate]:
         Rate("thread cache (small blocks)", thread_hits, c["slow_allocs"] if small else 0,
              f"{c['pages_new']} pages started, {c['pages_released']} released "
              f"({c.get('pages_handed_back', 0)} by other threads' frees), "
-             f"{c.get('pages_reused', 0)} taken over by another class"),
+             f"{c.get('pages_reused', 0)} taken over by another class, "
+             f"{c.get('pages_handed_over', 0) + c.get('slots_lent', 0)} from other threads' heaps"),
         Rate("large cache (> 512 KiB)", c["large_cache_hits"], c["large_cache_misses"],
              f"{c['large_cache_evictions']} evictions, {c['large_cache_decays']} decays"),
         Rate("segment cache (4 MiB)", c["segment_cache_hits"], c["segment_cache_misses"],

@@ -4,10 +4,11 @@
 #  * UBSan (-fsanitize=undefined, every check fatal): the whole ctest suite — unit tests, the
 #    stress test for $UBSAN_STRESS_SECONDS, the LD_PRELOAD programs — except the fast-path
 #    instruction budget (instrumentation is what it would count) and the fuzz run (clang's).
-#  * TSan: tests/stress.c built as stress_fg — frugal linked statically and called by its fg_
-#    names (tests/sanitize/fg_names.h). TSan's runtime owns the libc names (it calls malloc while
-#    it initialises, before an instrumented frugal could run), so TSan sees every access and
-#    atomic inside frugal. Known reports are in tests/sanitize/tsan.supp, each with its reason.
+#  * TSan: tests/stress.c built as stress_fg, and tests/share.c as share_fg — frugal linked
+#    statically and called by its fg_ names (tests/sanitize/fg_names.h). TSan's runtime owns the
+#    libc names (it calls malloc while it initialises, before an instrumented frugal could run),
+#    so TSan sees every access and atomic inside frugal. Known reports are in
+#    tests/sanitize/tsan.supp, each with its reason.
 # Usage: tests/sanitize/run.sh [ubsan|tsan]... (both by default).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +33,7 @@ ubsan() {
 tsan() {
   echo "sanitize: TSan build (build-tsan/), stress_fg for $tsan_seconds s"
   configure build-tsan "-fsanitize=thread -fno-omit-frame-pointer"
-  cmake --build build-tsan -j "$jobs" --target stress_fg >/dev/null
+  cmake --build build-tsan -j "$jobs" --target stress_fg share_fg >/dev/null
   # Guarded sampling off (it is on by default): when it took its stacks with libunwind, the
   # library's thread-exit destructor ran after TSan had torn the thread's state down and
   # crashed inside TSan's mutex interceptor (gdb: __tsan::MutexPreLock from
@@ -41,6 +42,10 @@ tsan() {
   FRUGAL_GUARD_EVERY=0 \
     TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
     build-tsan/tests/stress_fg "$tsan_seconds"
+  echo "sanitize: TSan: share_fg (pages lent and handed over between heaps)"
+  FRUGAL_GUARD_EVERY=0 \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/$here/tsan.supp" \
+    build-tsan/tests/share_fg
   # Again with the ledger and the control channel on, a client asking for the ledger and for a
   # collect all along: the channel's thread reads every heap while the workers run.
   echo "sanitize: TSan: stress_fg with the control channel answering meanwhile"

@@ -1,0 +1,114 @@
+/* share.c — pages other threads emptied go to the heap that needs one, while their owner is
+ * away (issue 30). A producer fills 16 MiB of 1 KiB blocks and waits; another thread frees
+ * them all; a third then allocates as much. It takes the producer's pages, not fresh memory:
+ *   - soon: the frees come right after the pages went full, newest first, so that those
+ *     emptied within the producer's wait stay with it, and the third thread takes them over
+ *     (pages_handed_over); the older ones go back to their segment as below;
+ *   - late: the frees come 50 ms later, so they give the pages back to the producer's segment,
+ *     whose committed slots the third thread borrows (slots_lent).
+ * Either way RSS grows by at most a quarter of the 16 MiB; without either, by all of it. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "frugal-stats.h"
+#include "testutil.h"
+
+#define MIB ((size_t)1 << 20)
+enum { N = 16 * 1024, SIZE = 1000 };
+
+static void *blocks[N], *taken[N];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static int stage; /* 1: the producer filled its blocks; 2: the check is done, it may exit */
+static unsigned free_delay_ms;
+
+static void stage_set(int s) {
+  pthread_mutex_lock(&lock);
+  stage = s;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&lock);
+}
+static void stage_wait(int s) {
+  pthread_mutex_lock(&lock);
+  while (stage < s) pthread_cond_wait(&changed, &lock);
+  pthread_mutex_unlock(&lock);
+}
+
+static void *producer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < N; i++) memset(blocks[i] = malloc(SIZE), 1, SIZE);
+  stage_set(1);
+  stage_wait(2); /* away: blocked, as a producer waiting for room in its queue */
+  return NULL;
+}
+
+static void *freer(void *arg) {
+  (void)arg;
+  stage_wait(1);
+  usleep(free_delay_ms * 1000);
+  for (int i = N - 1; i >= 0; i--) free(blocks[i]); /* the pages that went full last, first */
+  return NULL;
+}
+
+static void *taker(void *arg) {
+  (void)arg;
+  for (int i = 0; i < N; i++) memset(taken[i] = malloc(SIZE), 2, SIZE);
+  return NULL;
+}
+
+static int run_case(const char *name) {
+  free_delay_ms = strcmp(name, "late") == 0 ? 50 : 0;
+  pthread_t p, f, t;
+  pthread_create(&p, NULL, producer, NULL);
+  pthread_create(&f, NULL, freer, NULL);
+  pthread_join(f, NULL);
+  size_t filled = tu_rss();
+  fg_stats_t st0, st1;
+  fg_stats_get(&st0);
+  pthread_create(&t, NULL, taker, NULL);
+  pthread_join(t, NULL);
+  fg_stats_get(&st1);
+  size_t grown = tu_rss() - filled;
+  uint64_t over = st1.pages_handed_over - st0.pages_handed_over, lent = st1.slots_lent - st0.slots_lent;
+  /* 16 MiB of 1 KiB blocks are 256 pages of 64 KiB */
+  CHECKF(grown <= 4 * MIB, "%s: a third thread allocating 16 MiB after another freed the producer's 16 MiB grew "
+         "RSS by %.1f MiB (<= 4)", name, grown / (double)MIB);
+  CHECKF(over + lent >= 200, "%s: it took the producer's pages: %llu handed over, %llu slots lent (of 256)", name,
+         (unsigned long long)over, (unsigned long long)lent);
+  if (free_delay_ms != 0)
+    CHECKF(lent >= 200, "%s: the pages went back to their segment first, and it borrowed their slots: %llu lent",
+           name, (unsigned long long)lent);
+  bool bad = false;
+  for (int i = 0; i < N; i++) {
+    for (int j = 0; j < SIZE; j++) bad |= ((unsigned char *)taken[i])[j] != 2;
+    free(taken[i]);
+  }
+  CHECK("the blocks taken kept their contents", !bad);
+  stage_set(2);
+  pthread_join(p, NULL);
+  return check_finish(name);
+}
+
+/* Each case in a fresh process: the other's pages would be there to take. */
+int main(int argc, char **argv) {
+  if (argc > 1) return run_case(argv[1]);
+  const char *cases[] = {"soon", "late"};
+  int failed = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/proc/self/exe", "share", cases[i], (char *)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  return failed;
+}
