@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import stats
 from .allocators import EVERY_TIMED_CELL, REPRESENTATIVE_CELLS, Allocator, benched
 from .experiments import EXPERIMENTS, Experiment
-from .lab import FRUGAL, FAIL, LEDGER, Context, ExpResult, Verdict, ledger_verdict, scores, variant_cost
+from .lab import BOUNDED, FRUGAL, FAIL, LEDGER, LEDGER_MAX, Context, ExpResult, Verdict, ledger_verdict, scores, variant_cost
 from .runner import Cell, Job, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
 from .pages import command_line
 from .units import GiB, KiB
@@ -160,7 +160,8 @@ def judge(lab: LabRun, exp: Experiment, res: ExpResult) -> None:
     lab.verdicts[exp.name] = exp.verdicts(res, lab.ctx)
     lab.scores[exp.name] = scores(res, timed)
     bases = {a.name: a.variant_of for a in lab.allocators if a.variant_of}
-    lab.costs[exp.name] = {v: variant_cost(res, v, bases[v], timed) for v in res.variants}
+    lab.costs[exp.name] = {v: variant_cost(res, v, bases[v], timed, LEDGER_MAX[exp.kind] if v in BOUNDED else None)
+                           for v in res.variants}
     if LEDGER in res.variants:
         lab.verdicts[exp.name].append(ledger_verdict(res, timed, lab.costs[exp.name][LEDGER]))
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .allocators import REPRESENTATIVE_CELLS, VARIANTS, Allocator, option_of
 from .experiments import Experiment, Table
-from .lab import COST_BOUNDS, variant_price
+from .lab import LEDGER, LEDGER_MAX, variant_price
 from .pages import code_md, page, table_html, table_md
 from .plots import plot
 
@@ -71,14 +71,14 @@ def variant_note(a: Allocator) -> str:
     option = ", ".join(f"{k}={v}" for k, v in VARIANTS[a.name][1].items())
     where = ("the cells listed in the experiment's section (every timed cell in full mode, a representative "
              "few otherwise)" if a.runs_on == REPRESENTATIVE_CELLS else "every timed cell")
-    bound = (f"its verdict: ≤ {COST_BOUNDS[a.name]:.2f}" if a.name in COST_BOUNDS
-             else "no verdict; its slowest cell is named below")
+    bound = (f"its verdict: ≤ {LEDGER_MAX['program']:.2f} on whole programs, ≤ {LEDGER_MAX['micro']:.2f} on "
+             "single-operation microbenchmarks" if a.name == LEDGER else "no verdict; its slowest cell is named below")
     return (f"{option_of(a.name)}: {a.variant_of}'s time with {option} ({a.name}) over its time without "
             f"({bound}), on {where}.")
 
 
 def price_lines(lab: "LabRun", experiment: str) -> list[str]:
-    """What each variant that no verdict bounds (COST_BOUNDS) cost on one experiment."""
+    """What each variant that no verdict bounds (lab.BOUNDED) cost on one experiment."""
     return [f"{v}'s time over {cost['base']}'s — {variant_price(cost)}"
             for v, cost in lab.costs.get(experiment, {}).items() if cost["max"] is None]
 

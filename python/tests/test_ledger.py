@@ -18,7 +18,7 @@ from frugal.report import summary_table, write_reports
 from frugal.runner import Cell, plan
 
 from synthetic import CTX, make
-from test_verdicts import ALLOCS, bigbuf_metrics, bufcache_metrics
+from test_verdicts import ALLOCS, bigbuf_metrics, bufcache_metrics, shapes_metrics
 
 
 def lab_allocators(spec: str | None, build: Path) -> list[Allocator]:
@@ -137,10 +137,23 @@ def test_ratio_and_verdict() -> None:
     lab = lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 1.0, LEDGER: 1.08}))
     assert math.isclose(lab.ledger["bufcache"]["ratio"], 1.08)
     assert ledger_verdict_of(lab).status == PASS
-    lab = lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 0.5, LEDGER: 0.6}))
-    assert math.isclose(lab.ledger["bufcache"]["ratio"], 1.2)
+    lab = lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 0.5, LEDGER: 0.7}))
+    assert math.isclose(lab.ledger["bufcache"]["ratio"], 1.4)
     v = ledger_verdict_of(lab)
-    assert v.status == FAIL and "1.20×" in v.detail and lab.failed()
+    assert v.status == FAIL and "1.40×" in v.detail and lab.failed()
+
+
+def test_bound_is_the_experiments_kinds() -> None:
+    # 20 % slower with the ledger: within a microbenchmark's bound, over a program's.
+    micro = ledger_verdict_of(lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 1.0, LEDGER: 1.2})))
+    assert micro.status == PASS and "≤ 1.30 ×" in micro.name and "1.20×" in micro.detail
+
+    def program(a: str, info: dict, key: str) -> dict:
+        return {**shapes_metrics(True)(a, info, key), "wall": 1.2 if a == LEDGER else 1.0}
+    lab = lab_of("shapes", program)
+    v = ledger_verdict_of(lab, "shapes")
+    assert v.status == FAIL and "≤ 1.10 ×" in v.name and "1.20×" in v.detail
+    assert lab.ledger["shapes"]["max"] == 1.10
 
 
 def test_ratio_is_the_geometric_mean_over_cells_both_measured() -> None:
@@ -180,15 +193,15 @@ def test_verdict_when_a_side_failed() -> None:
 
 
 def test_summary_report_and_json(tmp_path: Path) -> None:
-    lab = lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 0.5, LEDGER: 0.6}))
+    lab = lab_of("bufcache", walls({"glibc": 2.0, "mimalloc": 1.0, FRUGAL: 0.5, LEDGER: 0.7}))
     head, rows = summary_table(lab)
     assert head == ["experiment"] + ALLOCS + ["ledger", "frugal verdicts"]
     (row,) = rows
     assert [row[0], row[1][:4], row[2][:4], row[3][:4]] == ["bufcache", "4.00", "2.00", "0.50"]
-    assert row[4:] == ["1.20", "3/4 pass"]
+    assert row[4:] == ["1.40", "3/4 pass"]
     write_json(lab, tmp_path / "results.json")
     data = json.loads((tmp_path / "results.json").read_text())["experiments"]["bufcache"]
-    assert math.isclose(data["ledger"]["ratio"], 1.2) and data["summary"]["variants"] == [LEDGER]
+    assert math.isclose(data["ledger"]["ratio"], 1.4) and data["summary"]["variants"] == [LEDGER]
     assert LEDGER in data["summary"]["median"] and LEDGER not in data["scores"]
     assert data["verdicts"][-1]["status"] == FAIL
     write_reports(lab, tmp_path)

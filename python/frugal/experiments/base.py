@@ -56,6 +56,9 @@ class Experiment:
     title: str
     seed: str  # the seed article(s) it reproduces
     about: str
+    # "micro": a single operation timed in a loop (its ledger bound is lab.LEDGER_MAX["micro"]);
+    # "program": programs, or shapes written after them.
+    kind: str = "program"
 
     def cells(self, ctx: Context) -> list[Cell]:
         raise NotImplementedError

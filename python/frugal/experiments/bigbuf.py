@@ -22,6 +22,7 @@ FAULTS_PER_MIB_MAX = 1.0
 
 class Bigbuf(Experiment):
     name = "bigbuf"
+    kind = "micro"
     title = "The hidden costs of big blocks"
     seed = "3"
     about = ("K × (malloc(B), use, free) for B = 1, 8, 32, 128 MiB: untouched, touched "

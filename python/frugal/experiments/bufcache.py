@@ -23,6 +23,7 @@ SERIES_EVERY = 10  # keep every 10th sample (every 1000 steps) of a curve in res
 
 class Bufcache(Experiment):
     name = "bufcache"
+    kind = "micro"
     title = "A cache with a bad policy"
     seed = "1"
     about = ("The seed's random process (glibc rand(), never seeded) through five "

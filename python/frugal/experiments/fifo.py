@@ -56,6 +56,7 @@ def fifo_sizes() -> list[tuple[str, int]]:
 
 class Fifo(Experiment):
     name = "fifo"
+    kind = "micro"
     title = "Long runs, many GiB, unlucky sizes"
     seed = "2"
     about = ("Push blocks of one size until T bytes are live, pop them all (FIFO), R "

@@ -96,6 +96,7 @@ def default_objects(ctx: Context, variant: str, size: int) -> int:
 
 class Threads(Experiment):
     name = "threads"
+    kind = "micro"
     title = "A global heap without traffic jams"
     seed = "4"
     about = ("N threads share X allocations: in batches of 1,000 of one size (allocate, write first and last "
