@@ -158,7 +158,7 @@ def judge(lab: LabRun, exp: Experiment, res: ExpResult) -> None:
     (scored) cells; and, with the ledger measured, its verdict (the only variant judged)."""
     timed = exp.scored_cells(res)
     lab.verdicts[exp.name] = exp.verdicts(res, lab.ctx)
-    lab.scores[exp.name] = scores(res, timed)
+    lab.scores[exp.name] = scores(res, timed, exp.rss_metric)
     bases = {a.name: a.variant_of for a in lab.allocators if a.variant_of}
     lab.costs[exp.name] = {v: variant_cost(res, v, bases[v], timed, LEDGER_MAX[exp.kind] if v in BOUNDED else None)
                            for v in res.variants}

@@ -142,14 +142,15 @@ def check_all(exp: str, name: str, checks: list[tuple[str, bool | None, str]]) -
     return Verdict(exp, name, PASS, f"{len(checks)}/{len(checks)} pass (e.g. {worst[0]}: {worst[2]}){tail}")
 
 
-def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:
+def scores(res: ExpResult, cells: list[str], rss: str = "maxrss") -> dict[str, dict[str, float]]:
     """Per allocator: the geometric means over `cells` of median time and peak RSS, and each
     as a ratio to the best of the other allocators (< 1 means this one wins). The time is a
     cell's `time` where the experiment has one (threads: a run its cap stopped, extrapolated
     to the whole work, as its tables show it), else the wall time: the capped wall time made
     glibc's threads line 2.40 x the best other where its own cells say 7.9. Peak RSS is taken
     over the cells no allocator's run was stopped in, the same cells for all: a stopped run's
-    peak is a part run's (glibc's remote shape: 2.6-8 MiB stopped at 0.33 s, 20 MiB whole)."""
+    peak is a part run's (glibc's remote shape: 2.6-8 MiB stopped at 0.33 s, 20 MiB whole).
+    `rss`: the metric the experiment's peak RSS is (Experiment.rss_metric)."""
     present = [a for a in res.allocators if res.has(a) and not res.failed_cells(a, cells)]
     whole = [c for c in cells if not any(res.m(a, c, "stopped") > 0 for a in present)]
 
@@ -158,7 +159,7 @@ def scores(res: ExpResult, cells: list[str]) -> dict[str, dict[str, float]]:
         return res.m(a, c, "wall") if math.isnan(t) else t
 
     raw = {a: {"time": stats.geomean(time(a, c) for c in cells),
-               "rss": stats.geomean(res.m(a, c, "maxrss") for c in whole)} for a in present}
+               "rss": stats.geomean(res.m(a, c, rss) for c in whole)} for a in present}
     out: dict[str, dict[str, float]] = {}
     for a, v in raw.items():
         others = [w for b, w in raw.items() if b != a]

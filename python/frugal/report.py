@@ -57,7 +57,8 @@ def summary_note(lab: "LabRun") -> str:
     note = ("Time and peak RSS of each allocator as a ratio to the best of the others "
             "(geometric mean over the experiment's cells; < 1.00 wins). A run the threads experiment's "
             "cap stopped counts with its time extrapolated, and its cell leaves the RSS comparison "
-            "(its peak is a part run's).")
+            "(its peak is a part run's); its peak RSS is less what the workload itself held between "
+            "threads at its peak (blocks mailed or queued, which no allocator can give back).")
     variants = [a for a in lab.allocators if a.name in lab.variants]
     note += "".join(" " + variant_note(a) for a in variants)
     if variants:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from frugal.bench import LabRun, judge
 from frugal.experiments import EXPERIMENTS, fifo
 from frugal.experiments.threads import CAP_MIN_MS, CAP_TARGETS, LOAD_REPS, LOAD_SHAPES, QUICK_OBJECTS, SHAPES, TARGET_S
 from frugal.lab import FAIL, NA, PASS, Context, scores
@@ -374,6 +375,23 @@ def test_scores_are_ratios_to_the_best_other() -> None:
     sc = scores(res, res.cells)
     assert math.isclose(sc["frugal"]["time_ratio"], 0.5) and math.isclose(sc["frugal"]["rss_ratio"], 4.0)
     assert math.isclose(sc["mimalloc"]["time_ratio"], 2.0) and math.isclose(sc["glibc"]["rss_ratio"], 0.5)
+
+
+def test_threads_rss_is_less_what_the_workload_held() -> None:
+    """frugal ran fastest and its receiver was off the CPU: 30 MiB of the 36 it peaked at were
+    mail the workload held, against glibc's 2 of 10. The summary (bench.judge) compares what
+    each allocator added (6 against 8 MiB), not the piles."""
+    def f(a: str, info: dict, key: str) -> dict:
+        peak, held = {"glibc": (10.0, 2.0), "mimalloc": (20.0, 10.0), "frugal": (36.0, 30.0)}[a]
+        return {"wall": 1.0, "time": 1.0, "maxrss": peak * MiB, "held_peak": held * MiB,
+                "own_rss": (peak - held) * MiB}
+    res = make("threads", ALLOCS, f)
+    lab = LabRun(CTX, [], [EXPERIMENTS["threads"]])
+    judge(lab, EXPERIMENTS["threads"], res)
+    sc = lab.scores["threads"]
+    assert math.isclose(sc["frugal"]["rss"], 6.0 * MiB) and math.isclose(sc["frugal"]["rss_ratio"], 0.75)
+    assert math.isclose(scores(res, res.cells)["frugal"]["rss_ratio"], 3.6)  # the raw peaks
+    assert {n for n, e in EXPERIMENTS.items() if e.rss_metric != "maxrss"} == {"threads"}
 
 
 def test_scores_extrapolate_stopped_runs_and_leave_their_rss_out() -> None:

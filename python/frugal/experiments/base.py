@@ -59,6 +59,9 @@ class Experiment:
     # "micro": a single operation timed in a loop (its ledger bound is lab.LEDGER_MAX["micro"]);
     # "program": programs, or shapes written after them.
     kind: str = "program"
+    # The metric its summary's peak RSS is: the run's peak, or (threads) the peak less what the
+    # workload itself held at its peak.
+    rss_metric: str = "maxrss"
 
     def cells(self, ctx: Context) -> list[Cell]:
         raise NotImplementedError
