@@ -5,7 +5,10 @@
  *     emptied within the producer's wait stay with it, and the third thread takes them over
  *     (pages_handed_over); the older ones go back to their segment as below;
  *   - late: the frees come 50 ms later, so they give the pages back to the producer's segment,
- *     whose committed slots the third thread borrows (slots_lent).
+ *     whose committed slots the third thread borrows (slots_lent);
+ *   - woke: as soon, and the producer allocates two pages' worth before it waits again: it
+ *     takes back a page at a time, and the rest stay where the third thread takes them (taken
+ *     back all at once, they waited in its class queue).
  * Either way RSS grows by at most a quarter of the 16 MiB; without either, by all of it. */
 #include <pthread.h>
 #include <stdint.h>
@@ -24,12 +27,16 @@ enum { N = 16 * 1024, SIZE = 1000 };
 static void *blocks[N], *taken[N];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-static int stage; /* 1: the producer filled its blocks; 2: the check is done, it may exit */
+/* 1: the producer filled its blocks; 2: it may allocate once more (woke), 3: it did;
+ * 4: the check is done, it may exit */
+static int stage;
 static unsigned free_delay_ms;
+enum { WOKE = 128 }; /* two pages' worth: the producer's slow path runs at least once */
+static void *woke_blocks[WOKE];
 
-static void stage_set(int s) {
+static void stage_set(int s) { /* never back: in soon and late, 4 comes before the producer's 3 */
   pthread_mutex_lock(&lock);
-  stage = s;
+  if (s > stage) stage = s;
   pthread_cond_broadcast(&changed);
   pthread_mutex_unlock(&lock);
 }
@@ -43,7 +50,11 @@ static void *producer(void *arg) {
   (void)arg;
   for (int i = 0; i < N; i++) memset(blocks[i] = malloc(SIZE), 1, SIZE);
   stage_set(1);
-  stage_wait(2); /* away: blocked, as a producer waiting for room in its queue */
+  stage_wait(2);
+  for (int i = 0; i < WOKE; i++) woke_blocks[i] = malloc(SIZE); /* its slow path finds its pages freed */
+  stage_set(3);
+  stage_wait(4); /* away: blocked, as a producer waiting for room in its queue */
+  for (int i = 0; i < WOKE; i++) free(woke_blocks[i]);
   return NULL;
 }
 
@@ -67,6 +78,10 @@ static int run_case(const char *name) {
   pthread_create(&p, NULL, producer, NULL);
   pthread_create(&f, NULL, freer, NULL);
   pthread_join(f, NULL);
+  if (strcmp(name, "woke") == 0) {
+    stage_set(2);
+    stage_wait(3);
+  }
   size_t filled = tu_rss();
   fg_stats_t st0, st1;
   fg_stats_get(&st0);
@@ -89,7 +104,7 @@ static int run_case(const char *name) {
     free(taken[i]);
   }
   CHECK("the blocks taken kept their contents", !bad);
-  stage_set(2);
+  stage_set(4);
   pthread_join(p, NULL);
   return check_finish(name);
 }
@@ -97,7 +112,7 @@ static int run_case(const char *name) {
 /* Each case in a fresh process: the other's pages would be there to take. */
 int main(int argc, char **argv) {
   if (argc > 1) return run_case(argv[1]);
-  const char *cases[] = {"soon", "late"};
+  const char *cases[] = {"soon", "late", "woke"};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     fflush(stdout);
