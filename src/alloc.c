@@ -52,6 +52,14 @@ static inline void *malloc_core(size_t size) {
 
 fg_rare void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
 
+/* No page for a block of a class, even after every cache was given back: the OS refused a
+ * segment (4 MiB, 8 to align it). A mapping of the block's own size may still fit, as under a
+ * limit on the process's data (RLIMIT_DATA: gdk-pixbuf's randomly-modified test sets 100 MiB,
+ * under which glibc served a block of 92,774 bytes that frugal refused): a large block, as a
+ * sample is. malloc's misses only (with the hooks too, which take big blocks so): the aligned
+ * paths place their pointer inside a block of a page. */
+static fg_noinline void *malloc_unpaged(size_t size) { return _fg_large_alloc(size, 0, false); }
+
 static fg_noinline fg_rare void *malloc_hooked(size_t size) {
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
@@ -68,6 +76,7 @@ static fg_noinline fg_rare void *malloc_hooked(size_t size) {
     }
   }
   void *p = malloc_core(want);
+  if (fg_unlikely(p == NULL) && want <= FG_CLASS_MAX) p = malloc_unpaged(want);
   if (p != NULL) _fg_hook_alloc(p, size);
   return p;
 }
@@ -76,11 +85,13 @@ static fg_noinline fg_rare void *malloc_hooked(size_t size) {
  * first, as fg_malloc has it: the fast path then tail-calls without moving a register. */
 static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
   if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
-  return _fg_heap_alloc_slow(heap, size);
+  void *p = _fg_heap_alloc_slow(heap, size);
+  return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
 static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
   if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
-  return malloc_generic(heap, size);
+  void *p = malloc_generic(heap, size);
+  return fg_likely(p != NULL) || size > FG_CLASS_MAX ? p : malloc_unpaged(size);
 }
 
 /* operator new's misses: as fg_malloc's, then `failed` (the new-handler loop and the throw)
