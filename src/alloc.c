@@ -56,9 +56,17 @@ fg_rare void *_fg_malloc_raw(size_t size) { return malloc_core(size); }
  * segment (4 MiB, 8 to align it). A mapping of the block's own size may still fit, as under a
  * limit on the process's data (RLIMIT_DATA: gdk-pixbuf's randomly-modified test sets 100 MiB,
  * under which glibc served a block of 92,774 bytes that frugal refused): a large block, as a
- * sample is. malloc's misses only (with the hooks too, which take big blocks so): the aligned
- * paths place their pointer inside a block of a page. */
+ * sample is: malloc's misses (with the hooks too, which take big blocks so) and malloc_any's
+ * callers. The aligned paths ask the large path for an aligned mapping instead: they place
+ * their pointer inside the block a page gives them. */
 static fg_noinline void *malloc_unpaged(size_t size) { return _fg_large_alloc(size, 0, false); }
+
+/* malloc_core, or a block in a mapping of its own when no page can be had: for the callers
+ * that hand the block out as it is (calloc, realloc, memalign of a class's alignment). */
+static inline void *malloc_any(size_t size) {
+  void *p = malloc_core(size);
+  return fg_likely(p != NULL) || size > FG_CLASS_MAX ? p : malloc_unpaged(size);
+}
 
 static fg_noinline fg_rare void *malloc_hooked(size_t size) {
   if (size > FG_MAX_ALLOC) {
@@ -171,7 +179,7 @@ void *_fg_calloc_raw(size_t count, size_t size) {
     return NULL;
   }
   if (total > FG_CLASS_MAX) return _fg_large_alloc(total, 0, true);
-  void *p = malloc_core(total);
+  void *p = malloc_any(total);
   if (p != NULL) memset(p, 0, total);
   return p;
 }
@@ -194,7 +202,7 @@ fg_export void *fg_calloc(size_t count, size_t size) {
 }
 
 void *_fg_realloc_raw(void *p, size_t size) {
-  if (p == NULL) return malloc_core(size);
+  if (p == NULL) return malloc_any(size);
   if (size == 0) { /* glibc: free and return NULL, errno untouched */
     _fg_free_raw(p, false, 0);
     return NULL;
@@ -218,7 +226,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     return NULL;
   }
   void *q = size > usable && size > FG_SMALL_MAX && size <= FG_CLASS_MAX ? _fg_heap_alloc_buffer(size) : NULL;
-  if (q == NULL) q = malloc_core(size);
+  if (q == NULL) q = malloc_any(size);
   if (q == NULL) return NULL; /* p stays valid and intact */
   memcpy(q, p, usable < size ? usable : size);
   _fg_free_raw(p, false, 0);
@@ -277,27 +285,34 @@ fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
  * class and mark the page so free() maps the interior pointer back to its block; the rest
  * are large blocks, whose mapping is segment-aligned. */
 fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
-  if (align <= 8) return malloc_core(size);
+  if (align <= 8) return malloc_any(size);
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
   }
   if (align <= 64) {
     size_t n = fg_align_up(size == 0 ? 1 : size, align);
-    if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) return malloc_core(n);
+    if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) {
+      void *p = malloc_core(n);
+      return fg_likely(p != NULL) ? p : _fg_large_alloc(size, align, false); /* see below */
+    }
   }
   if (align <= FG_OS_PAGE && size + align <= FG_CLASS_MAX) {
     uint8_t *p = malloc_core((size == 0 ? 1 : size) + align - 8); /* q stays inside the block */
-    if (p == NULL) return NULL;
-    uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
-    fg_page_t *page = _fg_page_of(_fg_segment_of(p), p);
-    if (q != p && !page->has_aligned) page->has_aligned = 1; /* read by freeing threads */
-    return q;
+    if (p != NULL) {
+      uint8_t *q = (uint8_t *)fg_align_up((uintptr_t)p, align);
+      fg_page_t *page = _fg_page_of(_fg_segment_of(p), p);
+      if (q != p && !page->has_aligned) page->has_aligned = 1; /* read by freeing threads */
+      return q;
+    }
+    return _fg_large_alloc(size, align, false); /* see below */
   }
   if (align > FG_LARGE_ALIGN_MAX) {
     errno = ENOMEM;
     return NULL;
   }
+  /* A large block; or a class's block that no page could hold (the OS refused a segment, as
+   * malloc_unpaged has it), whose own mapping the large path aligns. */
   return _fg_large_alloc(size, align, false);
 }
 

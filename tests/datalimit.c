@@ -52,6 +52,35 @@ int main(void) {
   void *again = malloc(tu_size(92774));
   CHECK("freed, the same request comes again", again != NULL);
   free(again);
+  /* The other ways to allocate, at sizes of those classes: each must come as malloc's did. */
+  unsigned char *z = calloc(tu_size(1), tu_size(60000));
+  bool zero = z != NULL;
+  for (size_t j = 0; z != NULL && j < 60000; j++) zero &= z[j] == 0;
+  CHECKF(zero, "calloc(1, 60000): %p, every byte zero", (void *)z);
+  free(z);
+  unsigned char *r = realloc(NULL, tu_size(100000));
+  CHECKF(r != NULL, "realloc(NULL, 100000): %p", (void *)r);
+  if (r != NULL) {
+    memset(r, 0x3c, 100000);
+    unsigned char *grown = realloc(r, tu_size(300000));
+    bool kept = grown != NULL;
+    for (size_t j = 0; grown != NULL && j < 100000; j++) kept &= grown[j] == 0x3c;
+    CHECKF(kept, "realloc to 300,000 bytes: %p, the first 100,000 kept", (void *)grown);
+    free(grown != NULL ? grown : r);
+  }
+  const size_t aligns[] = {64, 256, 4096};
+  const size_t asizes[] = {150000, 120000, 70000};
+  for (int i = 0; i < 3; i++) {
+    void *a = memalign(aligns[i], tu_size(asizes[i]));
+    CHECKF(a != NULL && (uintptr_t)a % aligns[i] == 0, "memalign(%zu, %zu): %p", aligns[i], asizes[i], a);
+    if (a != NULL) memset(a, 0x11, asizes[i]);
+    free(a);
+    void *b = NULL;
+    int rc = posix_memalign(&b, aligns[i], tu_size(asizes[i]));
+    CHECKF(rc == 0 && (uintptr_t)b % aligns[i] == 0, "posix_memalign(%zu, %zu): %d, %p", aligns[i],
+           asizes[i], rc, b);
+    free(rc == 0 ? b : NULL);
+  }
   /* More than the room left is refused, with ENOMEM, as glibc refuses it. */
   errno = 0;
   void *big = malloc(tu_size((size_t)4 << 20));
