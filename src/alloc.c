@@ -269,6 +269,10 @@ fg_export void *fg_realloc(void *p, size_t size) {
   return _fg_realloc_raw(p, size);
 }
 
+FG_ALIAS(malloc, fg_malloc);
+FG_ALIAS(calloc, fg_calloc);
+FG_ALIAS(realloc, fg_realloc);
+
 fg_export void *fg_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {

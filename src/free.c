@@ -300,8 +300,15 @@ static inline void free_impl(void *p, bool sized, size_t size) {
 }
 
 fg_export void fg_free(void *p) { free_impl(p, false, 0); }
+FG_ALIAS(free, fg_free);
+FG_ALIAS(cfree, fg_free);
+FG_ALIAS(_ZdlPv, fg_free); /* operator delete(void*) */
+FG_ALIAS(_ZdaPv, fg_free); /* operator delete[](void*) */
 
 fg_export void fg_free_sized(void *p, size_t size) { free_impl(p, true, size); }
+FG_ALIAS(free_sized, fg_free_sized);
+FG_ALIAS(_ZdlPvm, fg_free_sized); /* operator delete(void*, size_t): gcc's C++14 deletes */
+FG_ALIAS(_ZdaPvm, fg_free_sized); /* operator delete[](void*, size_t) */
 
 fg_export void fg_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;
@@ -336,6 +343,7 @@ fg_export size_t fg_usable_size(const void *p) {
   }
   return usable_slow(p);
 }
+FG_ALIAS(malloc_usable_size, fg_usable_size);
 
 fg_export fg_rare bool fg_is_owned(const void *p) {
   fg_segment_t *s = _fg_segment_of(p);

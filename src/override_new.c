@@ -54,9 +54,15 @@ fg_export void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const voi
   return new_aligned(n, a, true);
 }
 
-/* operator delete(void*), delete[](void*), and their nothrow / sized / aligned forms. */
+/* operator delete(void*), delete[](void*) and their (void*, size_t) forms: in the shared
+ * library fg_free and fg_free_sized themselves (free.c's FG_ALIAS). */
+#ifdef FG_OVERRIDE_HOT
 fg_export void _ZdlPv(void *p) { fg_free(p); }
 fg_export void _ZdaPv(void *p) { fg_free(p); }
+fg_export void _ZdlPvm(void *p, size_t n) { fg_free_sized(p, n); }
+fg_export void _ZdaPvm(void *p, size_t n) { fg_free_sized(p, n); }
+#endif
+/* Their nothrow and aligned forms. */
 fg_export void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) {
   (void)tag;
   fg_free(p);
@@ -65,8 +71,6 @@ fg_export void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) {
   (void)tag;
   fg_free(p);
 }
-fg_export void _ZdlPvm(void *p, size_t n) { fg_free_sized(p, n); }
-fg_export void _ZdaPvm(void *p, size_t n) { fg_free_sized(p, n); }
 fg_export void _ZdlPvSt11align_val_t(void *p, size_t a) {
   (void)a;
   fg_free(p);

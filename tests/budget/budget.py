@@ -7,11 +7,15 @@ Budget lines (budget.txt):
   MODE SIZE LIMIT            instructions per operation of pair.c's MODE, loop included
                              (a bare `SIZE LIMIT` is a malloc/free pair);
   call FUNC MODE SIZE LIMIT  instructions per call of FUNC (callgrind's mangled name, the
-                             calls it makes included) in that workload.
+                             calls it makes included) in that workload; where FUNC shares its
+                             address with other names (free is fg_free: FG_ALIAS), callgrind
+                             reports it under one of them, found in the library's symbols.
 D1 misses per call (callgrind's cache simulation) are printed beside, not checked: in a
 loop of one block they are 0, and percall.py shows them for real programs.
 Usage: budget.py PAIR_BINARY LIBFRUGAL BUDGET_FILE"""
+import collections
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -53,6 +57,17 @@ def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:
 LEDGER = "+ledger"
 
 
+def aliases(lib: str) -> dict:
+    """{name: every exported name at its address} for the library's functions."""
+    at = collections.defaultdict(list)
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[1] in "Tt":
+            at[words[0]].append(words[2].split("@")[0])
+    return {name: names for names in at.values() for name in names}
+
+
 def main() -> int:
     binary, lib, budget_file = sys.argv[1:4]
     ops, calls = {}, {}
@@ -79,9 +94,11 @@ def main() -> int:
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {mode} {size} B: {per:.1f} instructions per {WHAT[mode.removesuffix(LEDGER)]} "
               f"(loop included{', ledger on' if mode.endswith(LEDGER) else ''}), budget {limit}; D1 misses {d1:.3f}")
+    same = aliases(lib)
     for (fn, mode, size), limit in sorted(calls.items()):
         (_, ev, fa), (_, _, fb) = runs[(mode, size)]
-        ia, ib = percall.inclusive(ev, fa.get(fn)), percall.inclusive(ev, fb.get(fn))
+        seen = next((name for name in same.get(fn, [fn]) if name in fb), fn)
+        ia, ib = percall.inclusive(ev, fa.get(seen)), percall.inclusive(ev, fb.get(seen))
         n = (ib["calls"] - ia["calls"]) or 1
         per = (ib["Ir"] - ia["Ir"]) / n
         d1 = (ib["D1mr"] + ib["D1mw"] - ia["D1mr"] - ia["D1mw"]) / n

@@ -2,7 +2,8 @@
 """Instructions and D1 misses per call of the allocator's entry points in any program, from
 one callgrind run with its cache simulation (the budget test's counter, and the tool behind
 the per-call figures of issue #11: callgrind counts each call, cachegrind alone does not).
-A tail jump (free -> fg_free) counts as a call of its target, as callgrind records it.
+A tail jump (free_aligned_sized -> fg_free_aligned_sized) counts as a call of its target, as
+callgrind records it; names at one address (free is fg_free itself) count under one of them.
 Usage: percall.py [--lib LIB] [--match REGEX] -- PROGRAM ARGS"""
 import argparse
 import collections
