@@ -298,7 +298,7 @@ fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
     size_t n = fg_align_up(size == 0 ? 1 : size, align);
     if (n <= FG_CLASS_MAX && _fg_class_size(_fg_class_of(n)) % align == 0) {
       void *p = malloc_core(n);
-      return fg_likely(p != NULL) ? p : _fg_large_alloc(size, align, false); /* see below */
+      return fg_likely(p != NULL) ? p : _fg_large_alloc(size, align, false); /* as below */
     }
   }
   if (align <= FG_OS_PAGE && size + align <= FG_CLASS_MAX) {
@@ -309,14 +309,13 @@ fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
       if (q != p && !page->has_aligned) page->has_aligned = 1; /* read by freeing threads */
       return q;
     }
-    return _fg_large_alloc(size, align, false); /* see below */
-  }
-  if (align > FG_LARGE_ALIGN_MAX) {
+  } else if (align > FG_LARGE_ALIGN_MAX) {
     errno = ENOMEM;
     return NULL;
   }
   /* A large block; or a class's block that no page could hold (the OS refused a segment, as
-   * malloc_unpaged has it), whose own mapping the large path aligns. */
+   * malloc_unpaged has it, and the paths above fall through), in a mapping the large path
+   * aligns. */
   return _fg_large_alloc(size, align, false);
 }
 
