@@ -162,7 +162,10 @@ bool _fg_program_ended(void) {
   const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
   if (p == NULL || p[1] != ' ') return true;
   char main_state = p[2];
-  for (int field = 3; field < 20 && p != NULL; field++) p = strchr(p + 1, ' ');
+  /* p at ')', the end of field 2: each step lands on the space before the next field, so
+   * the 18th is the one before field 20. One step fewer reads field 19, the nice value: 0
+   * in most programs (as if no thread were left, however many run), 19 under `nice`. */
+  for (int field = 3; field <= 20 && p != NULL; field++) p = strchr(p + 1, ' ');
   if (p == NULL) return true;
   long threads = 0;
   for (p++; *p >= '0' && *p <= '9'; p++) threads = threads * 10 + (*p - '0');

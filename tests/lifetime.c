@@ -3,7 +3,8 @@
  * signal frugal does not own does what it would do without frugal. Each case runs in a child
  * that a watchdog kills after a deadline (a hung child is the failure these cases look for:
  * an alarm cannot end it when the only thread left blocks every signal):
- *   - main() ends with pthread_exit after a worker that allocates: the process ends, exit 0;
+ *   - main() ends with pthread_exit after a worker that allocates: the process ends, exit 0,
+ *     also at nice 19;
  *   - the same with a last worker that never allocates;
  *   - a thread forks, and the child's only thread returns: the child ends (CPython's
  *     test_threading hung on it);
@@ -120,6 +121,14 @@ static void last_thread_never_allocates(void) {
   pthread_t t;
   pthread_create(&t, NULL, worker_quiet, NULL);
   pthread_exit(NULL);
+}
+
+/* The same under `nice`: how the program ended is read from /proc/self/stat, whose field 19,
+ * beside the thread count, is the nice value. */
+static void main_exits_first_niced(void) {
+  errno = 0;
+  if (nice(19) == -1 && errno != 0) _exit(4);
+  main_exits_first();
 }
 
 /* CPython's test_main_thread_after_fork_from_nonmain_thread: a thread forks; in the child,
@@ -308,6 +317,7 @@ static const case_t cases[] = {
     {"main() calls pthread_exit, its worker allocates and returns: the process ends", main_exits_first, NULL, 0},
     {"main() calls pthread_exit, its last worker never allocates: the process ends", last_thread_never_allocates,
      NULL, 0},
+    {"the same at nice 19: the process ends", main_exits_first_niced, NULL, 0},
     {"a thread forks; the child's only thread returns: the child ends", fork_from_thread, NULL, 0},
     {"SIGTERM reaches a program whose main thread has ended", main_gone_worker_waits, send_term_later, SIGTERM},
     {"raise(SIGSEGV) kills the program", raise_segv, NULL, SIGSEGV},
