@@ -123,7 +123,7 @@ static void last_thread_never_allocates(void) {
   pthread_exit(NULL);
 }
 
-/* The same under `nice`: how the program ended is read from /proc/self/stat, whose field 19,
+/* main_exits_first under `nice`: how the program ended is read from /proc/self/stat, whose field 19,
  * beside the thread count, is the nice value. */
 static void main_exits_first_niced(void) {
   errno = 0;
@@ -317,7 +317,8 @@ static const case_t cases[] = {
     {"main() calls pthread_exit, its worker allocates and returns: the process ends", main_exits_first, NULL, 0},
     {"main() calls pthread_exit, its last worker never allocates: the process ends", last_thread_never_allocates,
      NULL, 0},
-    {"the same at nice 19: the process ends", main_exits_first_niced, NULL, 0},
+    {"main() calls pthread_exit at nice 19, its worker allocates and returns: the process ends",
+     main_exits_first_niced, NULL, 0},
     {"a thread forks; the child's only thread returns: the child ends", fork_from_thread, NULL, 0},
     {"SIGTERM reaches a program whose main thread has ended", main_gone_worker_waits, send_term_later, SIGTERM},
     {"raise(SIGSEGV) kills the program", raise_segv, NULL, SIGSEGV},
