@@ -227,23 +227,24 @@ void _fg_heap_page_unfull(fg_page_t *page) {
   _fg_unlock(&heap->lock);
 }
 
-/* Other heaps are short of pages: one of them, not this one, found no slot of its own nor one
- * to take from the others (page_from_others) and mapped a segment less than SHORT_WINDOW_MS
- * ago. Then a page that other threads emptied goes back to its segment sooner, where that heap
- * borrows its slot instead of mapping more: the free that empties it gives it back after
- * RESCUE_SHORT_MS full, not RESCUE_MS (_fg_heap_page_mailed), and its owner taking it back
- * gives it back too (pages_wake). 4 producers whose 1 KiB blocks 4 consumers free (the lab's
- * cross shape), peak RSS less what the queue held, median and worst of 8 runs: 39.6 and 48.2
- * MB with neither, 28.3 and 33.2 with the hand-over alone, 24.1 and 30.1 with both (glibc
- * 17-25). Not while the heap mapping is the page's own: 1 producer and 1 consumer then only
- * carved their pages again (CPU time 0.35 -> 0.37-0.46 s). */
+/* Other heaps are short of pages: one of them, not this one, found no committed slot of its own
+ * nor a page or slot to take from the others (page_from_others), and took fresh memory (an
+ * uncommitted slot, or a new segment) less than SHORT_WINDOW_MS ago. Then a page that other
+ * threads emptied goes back to its segment sooner, where that heap borrows its slot instead of
+ * taking fresh memory: the free that empties it gives it back after RESCUE_SHORT_MS full, not
+ * RESCUE_MS (_fg_heap_page_mailed), and its owner taking it back gives it back too
+ * (pages_wake). 4 producers whose 1 KiB blocks 4 consumers free (the lab's cross shape), peak
+ * RSS less what the queue held, median and worst of 8 runs: 39.6 and 48.2 MB with neither,
+ * 28.3 and 33.2 with the hand-over alone, 24.1 and 30.1 with both (glibc 17-25). Not while the
+ * heap taking fresh memory is the page's own: 1 producer and 1 consumer then only carved their
+ * pages again (CPU time 0.35 -> 0.37-0.46 s). */
 #define RESCUE_SHORT_MS 2
 #define SHORT_WINDOW_MS 50
-static _Atomic(uint64_t) segment_mapped_at;
-static _Atomic(fg_heap_t *) segment_mapped_by;
+static _Atomic(uint64_t) fresh_taken_at;
+static _Atomic(fg_heap_t *) fresh_taken_by;
 static bool others_short(const fg_heap_t *heap) {
-  return _fg_clock_ms() - atomic_load_explicit(&segment_mapped_at, memory_order_relaxed) < SHORT_WINDOW_MS &&
-         atomic_load_explicit(&segment_mapped_by, memory_order_relaxed) != heap;
+  return _fg_clock_ms() - atomic_load_explicit(&fresh_taken_at, memory_order_relaxed) < SHORT_WINDOW_MS &&
+         atomic_load_explicit(&fresh_taken_by, memory_order_relaxed) != heap;
 }
 
 /* Woken pages back at the end of their queues, where page_find gathers their stacks in turn:
@@ -626,14 +627,18 @@ static fg_page_t *page_handover(fg_heap_t *from, fg_heap_t *to, fg_segment_kind_
   return found;
 }
 
-/* A heap with no free slot of its own takes what other heaps leave idle before it maps a
- * segment (or takes one from the cache): a slot freed with its memory still committed, lent
- * (segment.c), else a page handed over. Without this, 4 producers whose blocks 4 consumers
- * freed (the lab's cross shape, 1 KiB) each kept the pages of its own busiest moment, 150-210
- * pages of 64 KiB, mostly emptied and waiting on the woken list while their thread waited for
- * room in the queue, as the others carved fresh ones (numbers at others_short). Each scan
- * takes no lock that is held (an owner may be off the CPU), and runs only while a hint says
- * another heap may have one. */
+/* A heap with no committed free slot of its own takes what other heaps leave idle before it
+ * touches fresh memory (a slot of its own never or no longer committed, a new segment): a slot
+ * freed with its memory still committed, lent (segment.c), else a page handed over. Without
+ * this, 4 producers whose blocks 4 consumers freed (the lab's cross shape, 1 KiB) each kept the
+ * pages of its own busiest moment, 150-210 pages of 64 KiB, mostly emptied and waiting on the
+ * woken list while their thread waited for room in the queue, as the others carved fresh ones
+ * (numbers at others_short). Looked at only when the heap had no free slot at all, while its
+ * own slots were uncommitted the others' emptied pages still waited (250-530 pages, 16-33 MiB,
+ * every block of them freed), and peak RSS less what the queue held, median and worst of 4
+ * runs, was 17.4 and 18.7 MB (beside a busy loop a core: 22.4 and 26.3); looked at first, 10.4
+ * and 11.5 (8.4 and 12.2; glibc 13.8-16.3). Each scan takes no lock that is held (an owner may
+ * be off the CPU), and runs only while a hint says another heap may have one. */
 static fg_page_t *page_from_others(fg_heap_t *heap, fg_segment_kind_t kind) {
   bool lend = _fg_segment_lendable(), handover = atomic_load_explicit(&pages_emptied_away, memory_order_relaxed);
   if (!lend && !handover) return NULL;
@@ -655,21 +660,21 @@ static fg_page_t *page_fresh(fg_heap_t *heap, size_t c, fg_segment_kind_t seg) {
    * freed took 30 % longer (155 against 118 ns), 15 of its 40 instructions a class scanned. */
   if (_fg_class_kind(c) == seg && seg != FG_SEG_SMALL) lone_pages_uncarve(heap, c);
   size_t prev = page != NULL ? page->class_idx + 1u : 0;
-  if (page == NULL && seg != FG_SEG_SINGLE) { /* a slot of its own, else what others leave idle */
-    page = _fg_segment_page_alloc(heap, seg, false);
+  if (page == NULL && seg != FG_SEG_SINGLE) { /* memory still committed, its own or others' */
+    page = _fg_segment_page_alloc(heap, seg, FG_SLOT_COMMITTED);
     if (page == NULL) page = page_from_others(heap, seg);
-    if (page == NULL) { /* a segment to map: other heaps' pages that empty go back sooner */
-      atomic_store_explicit(&segment_mapped_at, _fg_clock_ms(), memory_order_relaxed);
-      atomic_store_explicit(&segment_mapped_by, heap, memory_order_relaxed);
+    if (page == NULL) { /* fresh memory to touch: other heaps' pages that empty go back sooner */
+      atomic_store_explicit(&fresh_taken_at, _fg_clock_ms(), memory_order_relaxed);
+      atomic_store_explicit(&fresh_taken_by, heap, memory_order_relaxed);
     }
   }
-  if (page == NULL) page = _fg_segment_page_alloc(heap, seg, true);
+  if (page == NULL) page = _fg_segment_page_alloc(heap, seg, FG_SLOT_OR_MAP);
   if (page == NULL) { /* out of memory: give back everything cached, try again */
     uint8_t was = _fg_returning_for(FG_BY_OOM);
     _fg_event(1, "out of memory: caches given back, retrying");
     _fg_collect_all(heap, true);
     _fg_returning_end(was);
-    page = _fg_segment_page_alloc(heap, seg, true);
+    page = _fg_segment_page_alloc(heap, seg, FG_SLOT_OR_MAP);
     if (page == NULL) return NULL;
   }
   _fg_page_init(page, heap, c);

@@ -207,7 +207,10 @@ static inline fg_page_t *_fg_page_at(fg_segment_t *s, const void *p, unsigned pa
 static inline fg_page_t *_fg_page_of(fg_segment_t *s, const void *p) {
   return _fg_page_at(s, p, s->page_shift);
 }
-fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, bool map);
+/* Which free slot _fg_segment_page_alloc may take: only one whose memory is still committed
+ * (carving it costs no fault), or any, else one of a segment it maps. */
+typedef enum fg_slot_want_e { FG_SLOT_COMMITTED, FG_SLOT_OR_MAP } fg_slot_want_t;
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, fg_slot_want_t want);
 fg_page_t *_fg_segment_slot_lend(fg_heap_t *owner, fg_segment_kind_t kind, fg_heap_t *to);
 bool _fg_segment_lendable(void);      /* some heap may have a committed free slot to lend */
 void _fg_segment_lendable_none(void); /* a scan found none */

@@ -156,6 +156,7 @@ static fg_segment_t *segment_new(fg_heap_t *heap, fg_segment_kind_t kind) {
     memset(s, 0, header_size(count));
     for (size_t i = 0; i < count; i++) s->pages[i].committed = 1;
   }
+  s->committed_slots = fresh ? 0 : ~(uint64_t)0;
   s->mapped = FG_SEGMENT_SIZE;
   s->cookie = _fg_cookie_of(s);
   s->kind = (uint8_t)kind;
@@ -189,6 +190,7 @@ static fg_warm void segment_release(fg_heap_t *heap, fg_segment_t *s) {
   if (!heap->owned) {
     _fg_os_purge((uint8_t *)s + FG_OS_PAGE, FG_SEGMENT_SIZE - FG_OS_PAGE);
     for (size_t i = 0; i < s->page_count; i++) s->pages[i].committed = 0, s->pages[i].resident = 0;
+    s->committed_slots = 0;
   }
   segment_to_cache(s);
 }
@@ -219,18 +221,26 @@ static fg_page_t *slot_take(fg_segment_t *s, size_t i, fg_heap_t *to) {
   return page;
 }
 
-/* A free page slot of `kind` for `heap`, from a segment it owns, or with `map` a new one. The
- * slot is marked taken under the heap's lock, so the purger leaves it alone from then on. */
-fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, bool map) {
-  _fg_lock(&heap->lock);
-  fg_segment_t *s = heap->segments[kind];
-  if (s == NULL && (!map || (s = segment_new(heap, kind)) == NULL)) {
-    _fg_unlock(&heap->lock);
-    return NULL;
+/* A free slot of `kind` in `owner`'s segments whose memory may still be committed, taken for
+ * `to`; NULL if none. By the bits: a walk over the slots read a page struct, a cache line, for
+ * each slot taken before it (seed 2's FIFO of 4 KiB blocks: 300 instructions a page). */
+static fg_page_t *committed_slot_take(fg_heap_t *owner, fg_segment_kind_t kind, fg_heap_t *to) {
+  for (fg_segment_t *s = owner->segments[kind]; s != NULL; s = s->next) {
+    uint64_t bits = s->free_slots & s->committed_slots;
+    if (bits != 0) return slot_take(s, (size_t)__builtin_ctzll(bits), to);
   }
-  /* The first free slot by its bit: a walk over the slots read a page struct, a cache line,
-   * for each slot taken before it (seed 2's FIFO of 4 KiB blocks: 300 instructions a page). */
-  fg_page_t *page = slot_take(s, (size_t)__builtin_ctzll(s->free_slots), heap);
+  return NULL;
+}
+
+/* A free page slot of `kind` for `heap`, from a segment it owns: one whose memory may still be
+ * committed first; with FG_SLOT_OR_MAP any other, else one of a segment it maps. The slot is marked taken under the heap's lock, so the purger leaves it
+ * alone from then on. */
+fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, fg_slot_want_t want) {
+  _fg_lock(&heap->lock);
+  fg_page_t *page = committed_slot_take(heap, kind, heap);
+  fg_segment_t *s = heap->segments[kind];
+  if (page == NULL && want == FG_SLOT_OR_MAP && (s != NULL || (s = segment_new(heap, kind)) != NULL))
+    page = slot_take(s, (size_t)__builtin_ctzll(s->free_slots), heap);
   _fg_unlock(&heap->lock);
   return page;
 }
@@ -248,16 +258,8 @@ void _fg_segment_lendable_none(void) { atomic_store_explicit(&slots_lendable, fa
  * frees the page (_fg_segment_page_free locks the segment's heap, not the page's). */
 fg_page_t *_fg_segment_slot_lend(fg_heap_t *owner, fg_segment_kind_t kind, fg_heap_t *to) {
   if (!_fg_trylock(&owner->lock)) return NULL;
-  fg_page_t *page = NULL;
-  for (fg_segment_t *s = owner->segments[kind]; s != NULL && page == NULL; s = s->next)
-    for (uint64_t bits = s->free_slots; bits != 0; bits &= bits - 1) {
-      size_t i = (size_t)__builtin_ctzll(bits);
-      if (s->pages[i].committed) {
-        page = slot_take(s, i, to);
-        _fg_bump(&to->counts[FG_C_slots_lent], 1);
-        break;
-      }
-    }
+  fg_page_t *page = committed_slot_take(owner, kind, to);
+  if (page != NULL) _fg_bump(&to->counts[FG_C_slots_lent], 1);
   _fg_unlock(&owner->lock);
   return page;
 }
@@ -274,6 +276,7 @@ static void segment_page_free_locked(fg_page_t *page) {
   atomic_store_explicit(&page->carved_limit, 0, memory_order_relaxed);
   page->free = 0; /* nothing reads a free slot's list */
   page->committed = 1;
+  s->committed_slots |= (uint64_t)1 << (page - s->pages);
   if (!atomic_load_explicit(&slots_lendable, memory_order_relaxed))
     atomic_store_explicit(&slots_lendable, true, memory_order_relaxed);
   page->freed_at = _fg_clock_ms();
@@ -329,6 +332,7 @@ static bool purge_slots(fg_segment_t *s, uint64_t before) {
     run_end = start + area;
     page->committed = 0;
     page->resident = 0;
+    s->committed_slots &= ~((uint64_t)1 << i);
   }
   return left;
 }

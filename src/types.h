@@ -199,6 +199,7 @@ typedef struct fg_segment_s {
   uint16_t used_pages;
   struct fg_heap_s *heap;
   uint64_t free_slots; /* bit i: pages[i] is a free slot (its heap NULL); the owner's, under its lock */
+  uint64_t committed_slots; /* bit i, of a free slot: its memory may be committed (pages[i].committed) */
   struct fg_segment_s *next, *prev; /* heap's list of segments with free slots; cache list */
   size_t mapped;                    /* bytes mapped from the OS at this address */
   uint64_t freed_at;                /* ms, while in the segment cache or large cache */
