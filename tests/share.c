@@ -8,7 +8,11 @@
  *     whose committed slots the third thread borrows (slots_lent);
  *   - woke: as soon, and the producer allocates two pages' worth before it waits again: it
  *     takes back a page at a time, and the rest stay where the third thread takes them (taken
- *     back all at once, they waited in its class queue).
+ *     back all at once, they waited in its class queue);
+ *   - own: as soon, and the third thread allocated a block before the frees: it has a segment
+ *     of its own, whose other 63 slots were never touched. It still takes the producer's
+ *     pages, memory already resident, before it touches those (it took its own first: 63
+ *     pages, 4 MiB of fresh memory).
  * Either way RSS grows by at most a quarter of the 16 MiB; without either, by all of it. */
 #include <pthread.h>
 #include <stdint.h>
@@ -45,6 +49,19 @@ static void stage_wait(int s) {
   while (stage < s) pthread_cond_wait(&changed, &lock);
   pthread_mutex_unlock(&lock);
 }
+/* own's third thread, on its own steps: 1: it has its first block; 2: it may allocate the rest */
+static int taker_step;
+static void taker_step_set(int s) {
+  pthread_mutex_lock(&lock);
+  taker_step = s;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&lock);
+}
+static void taker_step_wait(int s) {
+  pthread_mutex_lock(&lock);
+  while (taker_step < s) pthread_cond_wait(&changed, &lock);
+  pthread_mutex_unlock(&lock);
+}
 
 static void *producer(void *arg) {
   (void)arg;
@@ -66,15 +83,29 @@ static void *freer(void *arg) {
   return NULL;
 }
 
+/* own: the third thread's first block, allocated before the producer's are freed. */
+static bool taker_first;
+static void *taker_first_block;
+
 static void *taker(void *arg) {
   (void)arg;
+  if (taker_first) { /* one block now (a segment of its own), the rest when told */
+    memset(taker_first_block = malloc(SIZE), 2, SIZE);
+    taker_step_set(1);
+    taker_step_wait(2);
+  }
   for (int i = 0; i < N; i++) memset(taken[i] = malloc(SIZE), 2, SIZE);
   return NULL;
 }
 
 static int run_case(const char *name) {
   free_delay_ms = strcmp(name, "late") == 0 ? 50 : 0;
+  taker_first = strcmp(name, "own") == 0;
   pthread_t p, f, t;
+  if (taker_first) {
+    pthread_create(&t, NULL, taker, NULL);
+    taker_step_wait(1);
+  }
   pthread_create(&p, NULL, producer, NULL);
   pthread_create(&f, NULL, freer, NULL);
   pthread_join(f, NULL);
@@ -85,7 +116,10 @@ static int run_case(const char *name) {
   size_t filled = tu_rss();
   fg_stats_t st0, st1;
   fg_stats_get(&st0);
-  pthread_create(&t, NULL, taker, NULL);
+  if (taker_first)
+    taker_step_set(2);
+  else
+    pthread_create(&t, NULL, taker, NULL);
   pthread_join(t, NULL);
   fg_stats_get(&st1);
   size_t grown = tu_rss() - filled;
@@ -95,6 +129,9 @@ static int run_case(const char *name) {
          "RSS by %.1f MiB (<= 4)", name, grown / (double)MIB);
   CHECKF(over + lent >= 200, "%s: it took the producer's pages: %llu handed over, %llu slots lent (of 256)", name,
          (unsigned long long)over, (unsigned long long)lent);
+  if (taker_first)
+    CHECKF(over + lent >= 250, "%s: before a slot of its own never touched: %llu handed over, %llu lent (of 256)",
+           name, (unsigned long long)over, (unsigned long long)lent);
   if (free_delay_ms != 0)
     CHECKF(lent >= 200, "%s: the pages went back to their segment first, and it borrowed their slots: %llu lent",
            name, (unsigned long long)lent);
@@ -102,6 +139,10 @@ static int run_case(const char *name) {
   for (int i = 0; i < N; i++) {
     for (int j = 0; j < SIZE; j++) bad |= ((unsigned char *)taken[i])[j] != 2;
     free(taken[i]);
+  }
+  if (taker_first) {
+    bad |= ((unsigned char *)taker_first_block)[SIZE - 1] != 2;
+    free(taker_first_block);
   }
   CHECK("the blocks taken kept their contents", !bad);
   stage_set(4);
@@ -112,7 +153,7 @@ static int run_case(const char *name) {
 /* Each case in a fresh process: the other's pages would be there to take. */
 int main(int argc, char **argv) {
   if (argc > 1) return run_case(argv[1]);
-  const char *cases[] = {"soon", "late", "woke"};
+  const char *cases[] = {"soon", "late", "woke", "own"};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     fflush(stdout);
