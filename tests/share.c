@@ -38,46 +38,36 @@ static unsigned free_delay_ms;
 enum { WOKE = 128 }; /* two pages' worth: the producer's slow path runs at least once */
 static void *woke_blocks[WOKE];
 
-static void stage_set(int s) { /* never back: in soon and late, 4 comes before the producer's 3 */
+/* Steps only go forward: in soon and late, 4 comes before the producer's 3. */
+static void step_set(int *step, int s) {
   pthread_mutex_lock(&lock);
-  if (s > stage) stage = s;
+  if (s > *step) *step = s;
   pthread_cond_broadcast(&changed);
   pthread_mutex_unlock(&lock);
 }
-static void stage_wait(int s) {
+static void step_wait(const int *step, int s) {
   pthread_mutex_lock(&lock);
-  while (stage < s) pthread_cond_wait(&changed, &lock);
+  while (*step < s) pthread_cond_wait(&changed, &lock);
   pthread_mutex_unlock(&lock);
 }
-/* own's third thread, on its own steps: 1: it has its first block; 2: it may allocate the rest */
+/* own's third thread, on steps of its own: 1: it has its first block; 2: it may allocate the rest */
 static int taker_step;
-static void taker_step_set(int s) {
-  pthread_mutex_lock(&lock);
-  taker_step = s;
-  pthread_cond_broadcast(&changed);
-  pthread_mutex_unlock(&lock);
-}
-static void taker_step_wait(int s) {
-  pthread_mutex_lock(&lock);
-  while (taker_step < s) pthread_cond_wait(&changed, &lock);
-  pthread_mutex_unlock(&lock);
-}
 
 static void *producer(void *arg) {
   (void)arg;
   for (int i = 0; i < N; i++) memset(blocks[i] = malloc(SIZE), 1, SIZE);
-  stage_set(1);
-  stage_wait(2);
+  step_set(&stage, 1);
+  step_wait(&stage, 2);
   for (int i = 0; i < WOKE; i++) woke_blocks[i] = malloc(SIZE); /* its slow path finds its pages freed */
-  stage_set(3);
-  stage_wait(4); /* away: blocked, as a producer waiting for room in its queue */
+  step_set(&stage, 3);
+  step_wait(&stage, 4); /* away: blocked, as a producer waiting for room in its queue */
   for (int i = 0; i < WOKE; i++) free(woke_blocks[i]);
   return NULL;
 }
 
 static void *freer(void *arg) {
   (void)arg;
-  stage_wait(1);
+  step_wait(&stage, 1);
   usleep(free_delay_ms * 1000);
   for (int i = N - 1; i >= 0; i--) free(blocks[i]); /* the pages that went full last, first */
   return NULL;
@@ -91,8 +81,8 @@ static void *taker(void *arg) {
   (void)arg;
   if (taker_first) { /* one block now (a segment of its own), the rest when told */
     memset(taker_first_block = malloc(SIZE), 2, SIZE);
-    taker_step_set(1);
-    taker_step_wait(2);
+    step_set(&taker_step, 1);
+    step_wait(&taker_step, 2);
   }
   for (int i = 0; i < N; i++) memset(taken[i] = malloc(SIZE), 2, SIZE);
   return NULL;
@@ -104,20 +94,20 @@ static int run_case(const char *name) {
   pthread_t p, f, t;
   if (taker_first) {
     pthread_create(&t, NULL, taker, NULL);
-    taker_step_wait(1);
+    step_wait(&taker_step, 1);
   }
   pthread_create(&p, NULL, producer, NULL);
   pthread_create(&f, NULL, freer, NULL);
   pthread_join(f, NULL);
   if (strcmp(name, "woke") == 0) {
-    stage_set(2);
-    stage_wait(3);
+    step_set(&stage, 2);
+    step_wait(&stage, 3);
   }
   size_t filled = tu_rss();
   fg_stats_t st0, st1;
   fg_stats_get(&st0);
   if (taker_first)
-    taker_step_set(2);
+    step_set(&taker_step, 2);
   else
     pthread_create(&t, NULL, taker, NULL);
   pthread_join(t, NULL);
@@ -145,7 +135,7 @@ static int run_case(const char *name) {
     free(taker_first_block);
   }
   CHECK("the blocks taken kept their contents", !bad);
-  stage_set(4);
+  step_set(&stage, 4);
   pthread_join(p, NULL);
   return check_finish(name);
 }
