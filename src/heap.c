@@ -1090,8 +1090,11 @@ fg_export fg_rare bool fg_heap_check(void) {
         bad = "segment in the wrong list";
       else if (s->used_pages >= s->page_count)
         bad = "full segment in the free-slot list";
-      for (size_t i = 0; i < s->page_count && bad == NULL; i++)
+      for (size_t i = 0; i < s->page_count && bad == NULL; i++) {
         if (((s->free_slots >> i) & 1) != (s->pages[i].heap == NULL)) bad = "segment's free-slot bits disagree with its slots";
+        else if (s->pages[i].heap == NULL && ((s->committed_slots >> i) & 1) != s->pages[i].committed)
+          bad = "segment's committed-slot bits disagree with its free slots";
+      }
     }
   }
   _fg_unlock(&heap->lock);
