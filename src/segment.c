@@ -233,8 +233,8 @@ static fg_page_t *committed_slot_take(fg_heap_t *owner, fg_segment_kind_t kind, 
 }
 
 /* A free page slot of `kind` for `heap`, from a segment it owns: one whose memory may still be
- * committed first; with FG_SLOT_OR_MAP any other, else one of a segment it maps. The slot is marked taken under the heap's lock, so the purger leaves it
- * alone from then on. */
+ * committed first; with FG_SLOT_OR_MAP any other, else one of a segment it maps. The slot is
+ * marked taken under the heap's lock, so the purger leaves it alone from then on. */
 fg_page_t *_fg_segment_page_alloc(fg_heap_t *heap, fg_segment_kind_t kind, fg_slot_want_t want) {
   _fg_lock(&heap->lock);
   fg_page_t *page = committed_slot_take(heap, kind, heap);
