@@ -327,6 +327,15 @@ def test_shapes_one_verdict_per_shape_pass_and_fail() -> None:
     assert "trees" in bad[-1].name and "1.22× mimalloc" in bad[-1].detail, bad[-1].detail
 
 
+def test_shapes_are_judged_by_five_runs_in_quick_mode_too() -> None:
+    """Issue #28's verdicts are on the median of 5 interleaved runs; smoke runs stay one."""
+    assert CTX.mode == "quick" and CTX.reps == 3
+    assert {c.reps for c in EXPERIMENTS["shapes"].cells(CTX)} == {5}
+    assert {c.reps for c in EXPERIMENTS["shapes"].cells(FULL)} == {5}
+    assert {c.reps for c in EXPERIMENTS["shapes"].cells(replace(CTX, mode="smoke"))} == {1}
+    assert EXPERIMENTS["shapes"].params(CTX)["repetitions"] == 5
+
+
 def test_shapes_judged_only_beyond_the_spread() -> None:
     """frugal 1.1 s against mimalloc's 0.9 on the server: a fail while the repetitions agree,
     within noise (so n/a, nothing else to judge) when they spread over more than the gap."""
