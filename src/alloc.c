@@ -7,25 +7,29 @@
 
 #include <errno.h>
 
-/* Pop the first block of a page whose `free` is not nil. `plain`: the page's key is 0 (the
- * fast path: see _fg_link_plain), so the link's bias folds into the load's displacement. */
-static inline void *pop(fg_page_t *page, bool plain) {
+/* Take the first block of a page whose `free` is not nil, leaving its used count to the
+ * caller. `plain`: the page's key is 0 (the fast path: see _fg_link_plain), so the link's bias
+ * folds into the load's displacement. */
+static inline void *take(fg_page_t *page, bool plain) {
   fg_block_t *b = _fg_block_plain(page->free); /* the head is plain: see _fg_link_head */
   fg_link_t next = plain ? b->next : _fg_link_head(page, b->next);
   /* The next pop reads next's link: after another thread's frees, from that thread's cache. */
   __builtin_prefetch(_fg_block_plain(next));
   page->free = next;
   b->next = 0; /* a fresh block must not look freed to the double-free check */
+  return b;
+}
+static inline void *page_pop(fg_page_t *page) { /* any key, no countdown */
+  void *b = take(page, false);
   page->used++;
   return b;
 }
-
-/* Its page's used word has FG_USED_SLOW set: on a page in a direct-table entry, only the
- * ledger's flag can be (full pages leave their queue). */
-static inline void *page_pop(fg_page_t *page) { return pop(page, false); } /* any key */
-static inline void *page_pop_plain(fg_page_t *page) { return pop(page, true); } /* key 0 */
-
-static inline bool page_counted(const fg_page_t *page) { return (int32_t)page->used < 0; }
+/* A block taken back as malloc hands out a sampled one in its place. */
+static void untake(fg_page_t *page, fg_block_t *b) {
+  b->next = _fg_head_link(page, page->free);
+  page->free = _fg_link_plain(b);
+  page->used--;
+}
 
 /* Any size, through the class queues rather than the direct table (which stays empty while
  * the hooks are on, see page.c's set_direct). */
@@ -89,16 +93,30 @@ static fg_noinline fg_rare void *malloc_hooked(size_t size) {
   return p;
 }
 
+/* The heap's countdown, for the allocations that do not come from a page's fast path: a
+ * sampled block, or NULL. */
+static inline void *sampled(size_t size, size_t align, bool zero) {
+  return fg_unlikely(_fg_sample_due(_fg_heap(), size)) ? _fg_sample_alloc(size, align, zero) : NULL;
+}
+
 /* fg_malloc's misses: with every call hooked, all of them (the direct table is empty). Size
- * first, as fg_malloc has it: the fast path then tail-calls without moving a register. */
+ * first, as fg_malloc has it: the fast path then tail-calls without moving a register. A
+ * thread's first allocation misses (its direct table is the empty heap's) and trips the
+ * empty heap's countdown, which is 0: with sampling on, the sampler gives it a heap there. */
 static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
+  void *p = sampled(size, 0, false);
+  if (fg_unlikely(p != NULL)) return p;
+  heap = _fg_heap(); /* the sampler may have made it */
   if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
-  void *p = _fg_heap_alloc_slow(heap, size);
+  p = _fg_heap_alloc_slow(heap, size);
   return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
 static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
+  void *p = sampled(size, 0, false);
+  if (fg_unlikely(p != NULL)) return p;
+  heap = _fg_heap();
   if (fg_unlikely(_fg_hooked())) return malloc_hooked(size);
-  void *p = malloc_generic(heap, size);
+  p = malloc_generic(heap, size);
   return fg_likely(p != NULL) || size > FG_CLASS_MAX ? p : malloc_unpaged(size);
 }
 
@@ -109,22 +127,47 @@ static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(
   return fg_likely(p != NULL) ? p : failed(size);
 }
 
+/* A plain or ledger page's countdown ran out (sample.c): a sampled block in place of b,
+ * which goes back on its page, or b (the ledger's, counted). */
+static fg_noinline void *malloc_page_tripped(size_t size, fg_page_t *page, fg_block_t *b) {
+  void *s = _fg_sample_page(page, size);
+  if (s != NULL) {
+    untake(page, b);
+    return s;
+  }
+  if (page->used & FG_USED_LEDGER) _fg_ledger_count_alloc(page->heap, page, b, size);
+  return b;
+}
+/* The cold block's other cases: a page of secure mode alone, whose block secure.c arms (its
+ * countdown set again, see FG_LEFT_SECURE), or a countdown run out. Tail calls only. */
+static fg_noinline void *malloc_tripped(size_t size, fg_page_t *page, fg_block_t *b) {
+  if (page->sample_left < FG_LEFT_LEDGER - 1) {
+    page->sample_left = FG_LEFT_SECURE;
+    return _fg_secure_popped(page, b, size);
+  }
+  return malloc_page_tripped(size, page, b);
+}
+
 /* fg_malloc, and operator new when `failed` is not NULL: one fast path for both, so that
  * operator new costs no call and no NULL test of its own (C++ programs allocate through it
- * alone: 27 instructions a call as a wrapper of fg_malloc, against mimalloc's 24). */
-static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(size_t)) {
+ * alone: 27 instructions a call as a wrapper of fg_malloc, against mimalloc's 24). The pop is
+ * plain (key 0; secure mode's pages decode theirs in secure.c), and one add to the page's
+ * used word also counts the page's sampling down (_fg_page_charge). */
+static inline void *malloc_fast(size_t size, void *(*failed)(size_t)) {
+  fg_heap_t *heap = _fg_heap();
   if (fg_likely(size <= FG_DIRECT_MAX)) {
     fg_page_t *page = heap->direct[(size + 7) >> 3];
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
-      void *b = page_pop_plain(page);
-      /* A flagged page: secure mode alone's, whose block secure.c arms (a tail call), or the
-       * inline ledger's, which counts it in line, in the cold block (the same instructions as
-       * without it when the ledger is off; a call to a function of its own cost 5 more a
-       * malloc). malloc(0) never comes here, see page.c's set_direct: its histogram bucket is
-       * not its class's. */
-      if (fg_unlikely(page_counted(page))) {
-        /* Read again, not kept from the increment: the fast path then adds to memory. */
-        if (__atomic_load_n(&page->used, __ATOMIC_RELAXED) & FG_USED_SECURE) return _fg_secure_popped(page, b, size);
+      void *b = take(page, true);
+      /* The used word went below zero: the page is the inline ledger's, which counts the
+       * block here, in the cold block (a function of its own, with a frame, cost the
+       * ledger's malloc 16 instructions more; malloc(0) never comes here, see page.c's
+       * set_direct: its histogram bucket is not its class's), or secure mode's, or its
+       * countdown ran out (FG_LEFT_*: one range test tells the ledger's from the rest). */
+      if (fg_unlikely(_fg_page_charge(page))) {
+        int32_t left = __atomic_load_n(&page->sample_left, __ATOMIC_RELAXED); /* not kept from the add */
+        if (fg_unlikely((uint32_t)(left - FG_LEFT_LEDGER) >= (uint32_t)FG_LEFT_SPAN - 1))
+          return malloc_tripped(size, page, b);
         _fg_ledger_count_alloc(heap, page, b, size);
       }
       return b;
@@ -136,40 +179,21 @@ static inline void *malloc_fast(fg_heap_t *heap, size_t size, void *(*failed)(si
   return malloc_big(size, heap);
 }
 
-/* The sampler's countdown ran out (sample.c): a sampled block, or the plain one, from the
- * thread's heap as it is now (a thread's first allocation gets its heap in the sampler). */
-static fg_noinline void *malloc_sampled(size_t size, void *(*failed)(size_t)) {
-  void *p = _fg_sample_alloc(size, 0, false);
-  return p != NULL ? p : malloc_fast(_fg_heap(), size, failed);
-}
-
-/* fg_malloc and operator new: the sampler's countdown, then the fast path. */
-static inline void *malloc_counted(size_t size, void *(*failed)(size_t)) {
-  fg_heap_t *heap = _fg_heap();
-  if (fg_unlikely(_fg_sample_due(heap, size))) return malloc_sampled(size, failed);
-  return malloc_fast(heap, size, failed);
-}
-
-fg_export void *fg_malloc(size_t size) { return malloc_counted(size, NULL); }
+fg_export void *fg_malloc(size_t size) { return malloc_fast(size, NULL); }
 
 /* operator new(size_t), new[](size_t) and their nothrow forms: malloc's fast path, failing
  * into override_new.c's new-handler loop and std::bad_alloc (or NULL), with no jump of their
  * own (a tail jump from override_new.c took 2 of new's 24 instructions). The other forms of
  * new and delete are in override_new.c. */
-fg_export void *_Znwm(size_t size) { return malloc_counted(size, _fg_new_failed); }
-fg_export void *_Znam(size_t size) { return malloc_counted(size, _fg_new_failed); }
+fg_export void *_Znwm(size_t size) { return malloc_fast(size, _fg_new_failed); }
+fg_export void *_Znam(size_t size) { return malloc_fast(size, _fg_new_failed); }
 fg_export void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) {
   (void)tag;
-  return malloc_counted(size, _fg_new_nothrow_failed);
+  return malloc_fast(size, _fg_new_nothrow_failed);
 }
 fg_export void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) {
   (void)tag;
-  return malloc_counted(size, _fg_new_nothrow_failed);
-}
-
-/* The same countdown for the other ways to allocate: a sampled block, or NULL. */
-static inline void *sampled(size_t size, size_t align, bool zero) {
-  return fg_unlikely(_fg_sample_due(_fg_heap(), size)) ? _fg_sample_alloc(size, align, zero) : NULL;
+  return malloc_fast(size, _fg_new_nothrow_failed);
 }
 
 void *_fg_calloc_raw(size_t count, size_t size) {

@@ -103,6 +103,7 @@ void _fg_page_init(fg_page_t *page, fg_heap_t *heap, size_t class_idx) {
    * plain one (key 0, its blocks unwatched). */
   bool secured = _fg_secure_alone() && side_array(page);
   page->used = counted ? FG_USED_LEDGER | FG_USED_SLOW : secured ? FG_USED_SECURE | FG_USED_SLOW : 0;
+  _fg_sample_page_init(page); /* after the flags: a flagged page's countdown stays below zero */
   bool keyed = _fg_secure_on() && (secured || !_fg_secure_alone());
   page->key = keyed ? heap->key ^ ((uintptr_t)page * 0x9e3779b97f4a7c15u) : 0;
   carve_none(page); /* after the key: the empty lists' links are encoded with it */

@@ -1,8 +1,10 @@
-/* sample.c — the allocation sampler, and the heap profile drawn from it. malloc counts bytes
- * down (its size plus FG_SAMPLE_CHARGE, one subtract on the fast path: alloc.c); when the
- * count goes below zero the allocation is a trip: either a profile sample, served as a large
- * block whose header records it, so that free() finds it on the large path it already takes
- * and the fast free path pays nothing, or a candidate for a guarded slot (guard.c). */
+/* sample.c — the allocation sampler, and the heap profile drawn from it. Allocations count
+ * bytes down (their size plus FG_SAMPLE_CHARGE): malloc's fast path in the page it pops from,
+ * in blocks, with the add that marks the block in use (internal.h's _fg_page_charge); every
+ * other allocation in its thread's heap. When a count goes below zero the allocation is a
+ * trip: either a profile sample, served as a large block whose header records it, so that
+ * free() finds it on the large path it already takes and the fast free path pays nothing, or
+ * a candidate for a guarded slot (guard.c). */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -140,19 +142,21 @@ static fg_rare void peak_update(bool at_exit) {
   peak_total = live_total;
 }
 
-static fg_noinline fg_rare void record(fg_segment_t *s, size_t size) {
+/* A sampled block of `size` bytes, which was sampled with probability p. */
+static fg_noinline fg_rare void record(fg_segment_t *s, size_t size, double p) {
   uint32_t stack = _fg_stack_capture(2); /* record, _fg_sample_alloc */
-  double w = (double)size / probability(size);
+  double w = (double)size / p;
   pthread_mutex_lock(&sample_lock);
   if (stack != FG_NO_STACK && (stack < sites_cap || sites_grow(stack))) {
     site_est_t *e = &sites[stack];
     e->alloc_bytes += w;
-    e->alloc_count += 1 / probability(size);
+    e->alloc_count += 1 / p;
     e->live_bytes += w;
-    e->live_count += 1 / probability(size);
+    e->live_count += 1 / p;
     e->samples++;
     s->sample_stack = stack;
     s->sample_size = size;
+    s->sample_p = p;
     s->sampled = 1;
     live_total += w;
     alloc_total += w;
@@ -179,15 +183,26 @@ void _fg_sample_lock_all(bool lock) {
 fg_rare void _fg_sample_free(fg_segment_t *s) {
   pthread_mutex_lock(&sample_lock);
   if (s->sampled) {
-    double w = (double)s->sample_size / probability(s->sample_size);
+    double w = (double)s->sample_size / s->sample_p;
     site_est_t *e = &sites[s->sample_stack];
     e->live_bytes -= w;
-    e->live_count -= 1 / probability(s->sample_size);
+    e->live_count -= 1 / s->sample_p;
     live_total -= w;
     s->sampled = 0;
   }
   pthread_mutex_unlock(&sample_lock);
 }
+
+/* A heap's random stream, seeded from the process's random secret, not a getrandom call per
+ * thread: with guards on by default every thread trips once, and the lab's thread storm
+ * starts 800. */
+static void seed(fg_heap_t *heap) {
+  static _Atomic(uint64_t) streams;
+  uint64_t n = atomic_fetch_add_explicit(&streams, 1, memory_order_relaxed);
+  heap->sample_rng = _fg_mix(_fg_secret ^ (n * 0x9e3779b97f4a7c15u)) | 1;
+}
+
+static void *trip(fg_heap_t *heap, size_t size, size_t charged, size_t align, bool zero);
 
 /* The countdown of this thread's heap went below zero with an allocation of `size`: decide
  * whether the allocation is a sample, and set the countdown for after it. A sample is served
@@ -207,16 +222,56 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   if (heap->sample_rng == 0) { /* the thread's first trip: start its countdown from here */
-    /* Seeded from the process's random secret, not a getrandom call per thread: with guards
-     * on by default every thread trips once, and the lab's thread storm starts 800. */
-    static _Atomic(uint64_t) streams;
-    uint64_t n = atomic_fetch_add_explicit(&streams, 1, memory_order_relaxed);
-    heap->sample_rng = _fg_mix(_fg_secret ^ (n * 0x9e3779b97f4a7c15u)) | 1;
+    seed(heap);
     int64_t left = draw(heap) - (int64_t)(size + FG_SAMPLE_CHARGE);
     heap->sample_left = left;
     if (left >= 0) return NULL;
   }
   heap->sample_left = draw(heap);
+  return trip(heap, size, size, align, zero);
+}
+
+/* A page's countdown, in blocks: each block malloc's fast path hands out counts its block
+ * size and the charge, so that a draw of bytes, as the heap's, is a number of blocks (a
+ * geometric draw, with the chance of each block tripping what it would be by bytes). At most
+ * FG_LEFT_SPAN - 1 (the ledger's pages keep theirs in a range below zero: internal.h),
+ * running out of which draws again: the gaps have no memory, a longer one is a run of these. */
+static void page_left_set(fg_heap_t *heap, fg_page_t *page) {
+  int64_t bytes;
+  if (trip_mean == 0 || heap == &_fg_heap_empty) {
+    bytes = ledger_trips ? LEDGER_TRIP : NEVER;
+  } else {
+    if (heap->sample_rng == 0) seed(heap);
+    bytes = draw(heap);
+  }
+  int64_t left = bytes / (int64_t)(page->block_size + FG_SAMPLE_CHARGE);
+  page->sample_clamped = left >= FG_LEFT_SPAN;
+  if (left >= FG_LEFT_SPAN) left = FG_LEFT_SPAN - 1;
+  page->sample_left = (int32_t)left + ((page->used & FG_USED_LEDGER) ? FG_LEFT_LEDGER : 0);
+}
+
+void _fg_sample_page_init(fg_page_t *page) {
+  if (page->used & FG_USED_SECURE) {
+    page->sample_left = FG_LEFT_SECURE;
+    page->sample_clamped = 0;
+  } else {
+    page_left_set(page->heap, page);
+  }
+}
+
+void *_fg_sample_page(fg_page_t *page, size_t size) {
+  fg_heap_t *heap = page->heap;
+  bool tripped = !page->sample_clamped;
+  page_left_set(heap, page);
+  if (!tripped) return NULL;
+  if (ledger_trips) _fg_ledger_sample();
+  return trip_mean != 0 ? trip(heap, size, page->block_size, 0, false) : NULL;
+}
+
+/* A trip: a profile sample, a guarded block, or nothing (NULL: the plain block). `charged`:
+ * the bytes the countdown counted for it (less FG_SAMPLE_CHARGE), the request's or its
+ * block's (a page's countdown counts blocks: _fg_sample_page). */
+static void *trip(fg_heap_t *heap, size_t size, size_t charged, size_t align, bool zero) {
   if (_fg_own_doing() || size > FG_MAX_ALLOC || align > FG_LARGE_ALIGN_MAX) return NULL;
   bool sample = sample_share >= 1 || (sample_share > 0 && uniform(heap) < sample_share);
   if (!sample) { /* a guard candidate: small blocks of malloc's own alignment only */
@@ -225,7 +280,7 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
      * 64 / (size + 64), every allocation up to a page is guarded once in N, whatever its
      * size. (Without this a 1 KiB block was guarded 17 times as often as a 16-byte one: the
      * lab's threads cells guarded one 1 KiB allocation in 5,900 at N = 100,000.) */
-    if (!guard_all && uniform(heap) * (double)(size + FG_SAMPLE_CHARGE) >= FG_SAMPLE_CHARGE) return NULL;
+    if (!guard_all && uniform(heap) * (double)(charged + FG_SAMPLE_CHARGE) >= FG_SAMPLE_CHARGE) return NULL;
     return _fg_guard_alloc(size, zero);
   }
   int saved = errno;
@@ -235,7 +290,7 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero) {
     errno = saved;
     return NULL;
   }
-  record(_fg_segment_of(p), size);
+  record(_fg_segment_of(p), size, probability(charged));
   if (_fg_hooked()) _fg_hook_alloc(p, size); /* the ledger counts it too */
   return p;
 }

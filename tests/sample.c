@@ -70,10 +70,13 @@ int main(int argc, char **argv) {
     size_t size = cases[c].size, n = N;
     size_t sampled = run(n, size, cases[c].how);
     /* A block of s bytes holds a sample point with probability 1 - exp(-(s + 64)/T) (each
-     * allocation counts 64 bytes more: FG_SAMPLE_CHARGE). A realloc that grows a small block
+     * allocation counts 64 bytes more: FG_SAMPLE_CHARGE), where malloc's fast path counts
+     * its block's class size (its page counts blocks: sample.c) and the rest their request
+     * (malloc's slow path, a block in 64 here, too). A realloc that grows a small block
      * moves it, into a sample of its own or out of one: the last call decides. The count is
      * Poisson: 5 standard deviations either way. */
-    double expect = (double)n * (1 - exp(-(double)(size + 64) / MEAN)), sd = sqrt(expect);
+    double counted = cases[c].how == 0 ? (double)plain_usable(size) : (double)size;
+    double expect = (double)n * (1 - exp(-(counted + 64) / MEAN)), sd = sqrt(expect);
     check_note("%zu B (way %d): %zu sampled, %.0f expected", size, cases[c].how, sampled, expect);
     if (on)
       CHECKF(fabs((double)sampled - expect) <= 5 * sd + 2, "%zu B blocks: %zu sampled, %.0f +- %.0f expected",
