@@ -92,7 +92,11 @@ def caption(results: dict[str, Any]) -> str:
     memory = f", {mach['memory_bytes'] / GiB:.0f} GiB" if mach.get("memory_bytes") else ""
     where = f"{mach.get('cpu') or 'an unnamed CPU'} ({mach.get('cores', '?')} cores{memory}, Linux {mach.get('kernel', '?')})"
     reps = ctx.get("repetitions")
-    how = f"{meta.get('mode', '?')} mode" + (f", median of {reps} runs" if reps else "")
+    # Experiments whose cells run another number of times than the mode's (quick mode: the
+    # FIFO once, the shapes 5 times).
+    more = [f"{n} for {label.split(': ')[-1].split(' (')[0]}" for name, label in SUMMARY_ROWS
+            if (n := results.get("experiments", {}).get(name, {}).get("params", {}).get("repetitions")) not in (None, reps)]
+    how = f"{meta.get('mode', '?')} mode" + (f", median of {reps} runs" if reps else "") + "".join(f"; {m}" for m in more)
     return (f"Measured {date} on {where} by {code_md(command_of(meta))} ({how}). Each cell: wall time, then peak "
             "RSS; the best of a row in bold. A seed's row and the shapes' are the geometric mean over their experiment's cells (a threads "
             "run stopped at its time cap counts with its time extrapolated to the whole work; a threads run's peak RSS is less what "

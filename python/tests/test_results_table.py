@@ -64,7 +64,8 @@ def test_caption_gives_date_machine_and_command(tmp_path: Path) -> None:
     text = results_table.markdown(synthetic_results(tmp_path))
     first = text.splitlines()[0]
     assert first.startswith("Measured 2026-01-02 on Some CPU (2 cores, 8 GiB, Linux 6.1.0) by "
-                            "`frugal bench --build build --out out/lab` (quick mode, median of 3 runs).")
+                            "`frugal bench --build build --out out/lab` (quick mode, median of 3 runs; 1 for FIFO, "
+                            "many sizes; 5 for program shapes).")
 
 
 def test_command_writes_between_the_markers_only(tmp_path: Path) -> None:
