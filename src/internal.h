@@ -565,10 +565,6 @@ due:
 /* After _fg_sample_due: sets the next countdown; a sampled allocation, served as a large
  * block, or NULL: take the plain path. */
 void *_fg_sample_alloc(size_t size, size_t align, bool zero);
-/* malloc's fast path counts down the page it pops from instead (a Poisson process per page
- * at the same rate per byte adds up to the heap's), in blocks: one more block in use and one
- * less to the trip, in one add to memory (types.h's used_left); true when the count went
- * below zero, or was already (a flagged page: FG_LEFT_LEDGER, FG_LEFT_SECURE). */
 /* A page's sample_left: a plain page's blocks before its next trip (0 to FG_LEFT_SPAN - 1);
  * the inline ledger's, FG_LEFT_LEDGER plus as many, so that each of its mallocs finds the
  * word below zero and is counted in the cold block, which tells it by the range alone;
@@ -576,6 +572,10 @@ void *_fg_sample_alloc(size_t size, size_t align, bool zero);
 #define FG_LEFT_SPAN ((int32_t)1 << 29)
 #define FG_LEFT_LEDGER (-((int32_t)1 << 30))
 #define FG_LEFT_SECURE (INT32_MIN + ((int32_t)1 << 20))
+/* malloc's fast path counts down the page it pops from instead (a Poisson process per page
+ * at the same rate per byte adds up to the heap's), in blocks: one more block in use and one
+ * less to the trip, in one add to memory (types.h's used_left); true when the count went
+ * below zero, or was already (a flagged page: FG_LEFT_LEDGER, FG_LEFT_SECURE). */
 static inline bool _fg_page_charge(fg_page_t *page) {
   const uint64_t add = 1 - ((uint64_t)1 << 32);
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -153,14 +153,13 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
   _Atomic(uint64_t) carved_limit;
   uint32_t block_size; /* 0: page slot not in use; classes end at 512 KiB */
   /* One word that malloc's fast path adds to once (internal.h's _fg_page_charge): a block
-   * more in use, and the bytes it counts down, in its upper half, to the page's next sampled
-   * allocation (sample.c). The heap's countdown, a subtract of its own on every malloc, cost
-   * the lab's trees shape 5 % (0.608 -> 0.574 s, medians of 9). Free subtracts from `used`
-   * alone. */
+   * more in use, and in its upper half one block less to the page's next sampled allocation
+   * (sample.c). The heap's countdown, a subtract of its own on every malloc, cost the lab's
+   * trees shape 5 % (0.608 -> 0.574 s, medians of 9). Free subtracts from `used` alone. */
   union {
     struct {
       uint32_t used;       /* blocks handed out and not yet freed back to this page | FG_USED_ flags */
-      int32_t sample_left; /* bytes before the next trip; kept below 0 while the page is flagged */
+      int32_t sample_left; /* blocks before the next trip; a flagged page's below 0 (FG_LEFT_*) */
     };
     uint64_t used_left;
   };
