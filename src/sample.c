@@ -144,7 +144,7 @@ static fg_rare void peak_update(bool at_exit) {
 
 /* A sampled block of `size` bytes, which was sampled with probability p. */
 static fg_noinline fg_rare void record(fg_segment_t *s, size_t size, double p) {
-  uint32_t stack = _fg_stack_capture(2); /* record, _fg_sample_alloc */
+  uint32_t stack = _fg_stack_capture(2); /* record and its caller (frugal's other frames are left out when shown) */
   double w = (double)size / p;
   pthread_mutex_lock(&sample_lock);
   if (stack != FG_NO_STACK && (stack < sites_cap || sites_grow(stack))) {
