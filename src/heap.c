@@ -769,6 +769,19 @@ void *_fg_heap_alloc_buffer(size_t size) {
   return b;
 }
 
+/* A thin pile: blocks under 1/THIN_SHARE of the page's, gathered from the first page of the
+ * queue, run dry. Then another thread is freeing into that page as this one allocates from it:
+ * the blocks are the ones it has just written, still in its cache, and each gathering takes
+ * the page's first line back from it, to run dry again a few dozen blocks later. page_find
+ * goes on to the pages behind it, whose piles had longer to grow, and comes back to the thin
+ * one before it carves. One thread allocating 64 B blocks and another freeing them (the lab's
+ * producer-consumer shape) gathered 56-133 blocks at a time; with this, 225-600, and its CPU
+ * time went from 1.01 to 0.88 s (medians of 15). */
+#define THIN_SHARE 8
+static bool thin_pile(const fg_page_t *page, uint32_t used_before) {
+  return (used_before - _fg_page_used(page)) * THIN_SHARE < atomic_load_explicit(&page->capacity, memory_order_relaxed);
+}
+
 /* A page of class c with a free block: the queue's pages in order, gathering their frees
  * and moving the exhausted ones to the full list; else more blocks carved from the first page
  * that has room; else a fresh page. Blocks freed on any page of the queue go out before new
@@ -777,15 +790,23 @@ void *_fg_heap_alloc_buffer(size_t size) {
  * while other pages of the class held free blocks: 456 KiB resident for a peak of 297 KiB
  * live. Past the page with room (one at most: a fresh page starts only when none has), the
  * walk goes on to the pages behind it; each has a free block, which ends the walk, or is
- * exhausted and leaves for the full list, as a later walk would have moved it. */
+ * exhausted and leaves for the full list, as a later walk would have moved it. A thin pile
+ * (above) on the first page does not end the walk. */
 static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   pages_wake(heap, TAKE_BACK_PAGES);
   fg_page_queue_t *q = &heap->queues[c];
-  fg_page_t *page = q->first, *room = NULL;
+  fg_page_t *page = q->first, *room = NULL, *thin = NULL;
   while (page != NULL) {
     fg_page_t *next = page->next;
+    bool dry = _fg_link_nil_plain(page->free);
+    uint32_t used = _fg_page_used(page);
     _fg_page_collect(page);
-    if (!_fg_link_nil_plain(page->free)) break;
+    if (!_fg_link_nil_plain(page->free)) {
+      if (page != q->first || next == NULL || !dry || !thin_pile(page, used)) break;
+      thin = page;
+      page = next;
+      continue;
+    }
     if (atomic_load_explicit(&page->capacity, memory_order_relaxed) < page->reserved) {
       if (room == NULL) room = page;
       if (next == NULL) break; /* the common case: the page being carved, alone in its queue */
@@ -795,6 +816,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     }
     page = next;
   }
+  if ((page == NULL || _fg_link_nil_plain(page->free)) && thin != NULL) page = thin;
   if (page == NULL || _fg_link_nil_plain(page->free)) {
     if (room == NULL || !_fg_page_extend(room)) {
       _fg_heap_tick(heap);
