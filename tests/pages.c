@@ -6,8 +6,9 @@
  * almost nothing (fresh_bytes, RSS), hand out blocks of its own class, keep their contents
  * apart, and leave the first class working afterwards. Medium pages are not passed between
  * classes (heap.c's page_take_empty says why): there, only the blocks are checked.
- * And blocks freed on a class's pages are handed out again before the class carves more; carving
- * runs ahead only over memory the slot had resident.
+ * And blocks freed on a class's pages are handed out again before the class carves more; a thin
+ * pile of another thread's frees on the page in use goes after the piles on the pages behind
+ * it; carving runs ahead only over memory the slot had resident.
  * FRUGAL_DECAY_MS is set high by CMake so no decay pass releases the empty pages meanwhile. */
 #include <malloc.h>
 #include <pthread.h>
@@ -179,8 +180,9 @@ static void *free_all(void *arg) {
 static void free_elsewhere(void **p, size_t n) {
   frees_t f = {p, n};
   pthread_t t;
-  CHECK("another thread frees", pthread_create(&t, NULL, free_all, &f) == 0);
-  pthread_join(t, NULL);
+  bool made = pthread_create(&t, NULL, free_all, &f) == 0;
+  CHECK("another thread frees", made);
+  if (made) pthread_join(t, NULL);
 }
 static uintptr_t slot_of(const void *p) { return (uintptr_t)p >> 16; }
 
@@ -194,7 +196,7 @@ static void thin_pile_last(void) {
   enum { SIZE = 1700, MAX = 512 };
   static void *p[MAX], *again[MAX];
   size_t n = 0, b = 0, c = 0; /* page B's first block, then page C's (a whole slot) */
-  while (n < MAX) {
+  while (n < MAX / 2) { /* room left for page C's blocks */
     p[n] = malloc(SIZE);
     if (n > 0 && slot_of(p[n]) != slot_of(p[n - 1])) {
       if ((uintptr_t)p[n] % 65536 == 0 && b > 0) {
