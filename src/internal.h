@@ -675,6 +675,12 @@ void _fg_heaps_foreach(void (*fn)(fg_heap_t *heap, void *arg), void *arg);
 static inline bool _fg_wrong_size(size_t size, size_t usable, size_t slack) {
   return (usable - size) * 8 > usable + 120 + 8 * slack;
 }
+/* The same for a page's block (slack 0), from the page's size_slack, (block_size + 120) / 8:
+ * x * 8 > y is x > y / 8 rounded down, and no multiply to wrap. A page of no class (block
+ * size 0) refuses every size. */
+static inline bool _fg_page_wrong_size(const fg_page_t *page, size_t size) {
+  return (size_t)page->block_size - size > page->size_slack;
+}
 /* realloc keeps a small block for a smaller size if it stays within 12.5 % of unused bytes,
  * or in its class (below 128 B, where classes step by 16); else it moves (glibc shrinks in
  * place, and a generous allocation trimmed by realloc kept up to 2 x its bytes). */

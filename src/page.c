@@ -82,6 +82,7 @@ static void carve_none(fg_page_t *page) {
 static void set_class(fg_page_t *page, fg_heap_t *heap, size_t class_idx, size_t area) {
   size_t bsize = _fg_class_size(class_idx);
   page->block_size = (uint32_t)bsize;
+  page->size_slack = (uint32_t)((bsize + 120) / 8); /* see _fg_page_wrong_size */
   page->class_idx = (uint8_t)class_idx;
   page->ledger_row = (uint32_t)(offsetof(fg_heap_ledger_t, ledger.classes) + class_idx * sizeof(_fg_heap_ledger(heap)->classes[0]));
   page->reserved = (uint32_t)(area / bsize);

@@ -152,10 +152,14 @@ typedef struct __attribute__((aligned(128))) fg_page_s {
    * while the owner carves (TSan); loads are plain moves. */
   _Atomic(uint64_t) carved_limit;
   uint32_t block_size; /* 0: page slot not in use; classes end at 512 KiB */
+  /* How much less than block_size a sized free may name: _fg_wrong_size's bound, so that
+   * free_sized tests it with a subtract and a compare (internal.h's _fg_page_wrong_size). */
+  uint32_t size_slack;
   /* One word that malloc's fast path adds to once (internal.h's _fg_page_charge): a block
    * more in use, and in its upper half one block less to the page's next sampled allocation
    * (sample.c). The heap's countdown, a subtract of its own on every malloc, cost the lab's
-   * trees shape 5 % (0.608 -> 0.574 s, medians of 9). Free subtracts from `used` alone. */
+   * trees shape 5 % (0.608 -> 0.574 s, medians of 9). Free subtracts from it as wide
+   * (free.c's used_drop), a block less in use. */
   union {
     struct {
       uint32_t used;       /* blocks handed out and not yet freed back to this page | FG_USED_ flags */

@@ -198,6 +198,15 @@ static void wrong_free_sized_within_half(void) { /* 600 of a 1,024-byte block: 4
   free_sized(p, tu_size(600));
 }
 
+/* A byte past the waste bound (internal.h's _fg_wrong_size): 880 of a 1,024-byte block
+ * leaves 144 B unused, the bound is 143 (secure mode: the bound is the request's). */
+static void wrong_free_sized_edge(void) {
+  void *p = malloc(1000);
+  expect(p);
+  size_t u = malloc_usable_size(p);
+  free_sized(p, tu_size(u - (u + 120) / 8 - 1));
+}
+
 /* ---- controls: legal, must not abort ---- */
 static void ok_sized_same_class(void) {
   void *p = malloc(60);
@@ -219,6 +228,17 @@ static void ok_sized_same_class(void) {
   for (size_t n = 0; n <= 1200; n++) { /* every size with its own (secure mode: a class up) */
     free_sized(malloc(n), n);
     cxx_delete_sized(cxx_new(n + 1), n + 1);
+  }
+}
+/* The smallest size each block takes: usable - (usable + 120) / 8, the waste bound's edge
+ * (internal.h's _fg_wrong_size). Plain mode: secure mode's blocks are a class up, and its
+ * usable size is the request. */
+static void ok_sized_edge(void) {
+  if (getenv("FRUGAL_SECURE") != NULL) return;
+  for (size_t n = 1; n <= 70000; n += n < 4096 ? 1 : 97) {
+    void *p = malloc(n);
+    size_t u = malloc_usable_size(p);
+    free_sized(p, u - (u + 120) / 8 > 0 ? u - (u + 120) / 8 : 1);
   }
 }
 static void ok_reuse_then_free(void) {
@@ -271,7 +291,9 @@ static const death_t cases[] = {
     {"operator delete(64 B block, 4096)", wrong_delete_sized, "wrong size"},
     {"operator delete[](3000 B block, 24)", wrong_delete_array_sized, "wrong size"},
     {"free_sized(1000 B block, 600)", wrong_free_sized_within_half, "wrong size"},
+    {"free_sized(1000 B block, a byte past the bound)", wrong_free_sized_edge, "wrong size"},
     {"control: sized frees with sizes of the right class", ok_sized_same_class, NULL},
+    {"control: sized frees at the waste bound's edge", ok_sized_edge, NULL},
     {"control: free of a block handed out again after a free", ok_reuse_then_free, NULL},
 };
 
