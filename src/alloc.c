@@ -236,19 +236,28 @@ void *_fg_realloc_raw(void *p, size_t size) {
     _fg_free_raw(p, false, 0);
     return NULL;
   }
-  fg_segment_t *s;
-  fg_page_t *page = _fg_checked_page(p, &s);
+  /* A block start first, as free tests it: no division for its usable size. */
+  fg_page_t *page = _fg_plain_block_page(p);
   size_t usable;
-  if (page == NULL) { /* a large block */
-    if (size > FG_CLASS_MAX / 2) {
-      void *q = _fg_large_realloc(s, p, size);
-      if (q != NULL) return q;
-    }
-    usable = _fg_large_usable(s, p);
+  if (fg_likely(page != NULL)) {
+    usable = page->block_size;
   } else {
-    usable = _fg_usable_from(page, p);
+    fg_segment_t *s;
+    page = _fg_checked_page(p, &s);
+    if (page == NULL) { /* a large block */
+      if (size > FG_CLASS_MAX / 2) {
+        void *q = _fg_large_realloc(s, p, size);
+        if (q != NULL) return q;
+      }
+      usable = _fg_large_usable(s, p);
+    } else {
+      usable = _fg_usable_from(page, p);
+    }
+  }
+  if (page != NULL) {
     if (_fg_realloc_stays(size, usable, page->class_idx)) return p;
-    if (size > usable && size <= FG_CLASS_MAX && _fg_heap_regrow(page, p, size)) return p;
+    /* Only blocks of 8 KiB and up grow in place (their pages are not small ones). */
+    if (size > usable && usable > FG_SMALL_MAX && size <= FG_CLASS_MAX && _fg_heap_regrow(page, p, size)) return p;
   }
   if (size > FG_MAX_ALLOC) {
     errno = ENOMEM;

@@ -692,5 +692,6 @@ void _fg_page_unflag(fg_page_t *page);
 /* The page of a live small block (NULL for a large one, *seg set either way), or abort with
  * the misuse found: not frugal's, interior, freed. */
 fg_page_t *_fg_checked_page(const void *p, fg_segment_t **seg);
+fg_page_t *_fg_plain_block_page(const void *p); /* see free.c */
 
 #endif
