@@ -55,12 +55,13 @@ class Allocator:
     variant_of: str | None = None  # the base allocator of a variant (see VARIANTS)
     runs_on: str = EVERY_TIMED_CELL  # a variant's cells in the lab: REPRESENTATIVE_CELLS or this
 
-    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """The environment a workload runs in under this allocator."""
+    def env(self, base: dict[str, str] | None = None, library: Path | None = None) -> dict[str, str]:
+        """The environment a workload runs in under this allocator (its library, or a copy of
+        it: `library`)."""
         env = dict(os.environ if base is None else base)
         env.pop("LD_PRELOAD", None)
         if self.library is not None:
-            env["LD_PRELOAD"] = str(self.library)
+            env["LD_PRELOAD"] = str(library or self.library)
         env.update(self.extra_env)
         return env
 

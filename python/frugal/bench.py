@@ -23,7 +23,7 @@ from . import stats
 from .allocators import EVERY_TIMED_CELL, REPRESENTATIVE_CELLS, Allocator, benched
 from .experiments import EXPERIMENTS, Experiment
 from .lab import BOUNDED, FRUGAL, FAIL, LEDGER, LEDGER_MAX, Context, ExpResult, Verdict, ledger_verdict, scores, variant_cost
-from .runner import Cell, Job, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
+from .runner import Cell, Job, Placements, Sample, launcher_of, measure, measure_cell, plan, probe, run_jobs
 from .pages import command_line
 from .units import GiB, KiB
 
@@ -252,10 +252,11 @@ def run_lab(
             progress.advance(task)
             return True
 
-        run_jobs(serial, bench_dir, done, start, skip=skip)
-        if parallel:
-            progress.update(task, cell=f"return to the OS: {len(parallel)} runs side by side")
-            run_jobs(parallel, bench_dir, done, None, workers=parallel_workers(parallel))
+        with Placements() as placements:
+            run_jobs(serial, bench_dir, done, start, skip=skip, placements=placements)
+            if parallel:
+                progress.update(task, cell=f"return to the OS: {len(parallel)} runs side by side")
+                run_jobs(parallel, bench_dir, done, None, workers=parallel_workers(parallel), placements=placements)
 
     collect(lab, outcomes, cells)
     lab.meta = {

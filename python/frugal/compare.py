@@ -23,7 +23,7 @@ from . import __version__, stats
 from .allocators import Allocator, chosen, library_version
 from .bench import machine_info
 from .run import exit_code_of
-from .runner import Cell, launcher_of, measure_output, plan
+from .runner import Cell, Placements, launcher_of, measure_output, plan
 from .units import KiB, MiB
 
 GLIBC = "glibc"
@@ -158,12 +158,14 @@ def compare(argv: list[str], reps: int, spec: str | None, env: list[str], stdin:
     digests: dict[str, list[str]] = {a.name: [] for a in active}
     samples: list[tuple[str, Any, str]] = []
     started = time.time()
-    with Progress(TextColumn("[bold]{task.fields[what]:<28}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console) as progress:
+    with Placements() as placements, \
+            Progress(TextColumn("[bold]{task.fields[what]:<28}"), BarColumn(), MofNCompleteColumn(),
+                     TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console) as progress:
         task = progress.add_task("compare", total=len(jobs), what="starting")
         for rep, _, alloc in jobs:
             progress.update(task, what=f"{alloc.name} #{rep + 1}")
-            s = measure_output([cell.program, *cell.args], alloc.env(), timeout, launcher, stdin)
+            env = alloc.env(library=placements.library(alloc, rep))  # a copy a repetition, as in the lab
+            s = measure_output([cell.program, *cell.args], env, timeout, launcher, stdin)
             digest = hashlib.sha256(s.stdout).hexdigest()
             digests[alloc.name].append(digest)
             samples.append((alloc.name, s, digest))

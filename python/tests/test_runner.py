@@ -9,7 +9,7 @@ from pathlib import Path
 
 from frugal.allocators import Allocator
 from frugal.bench import Caps
-from frugal.runner import Cell, Sample, busy_loops, launcher_of, measure, plan, run_jobs
+from frugal.runner import Cell, Placements, Sample, busy_loops, launcher_of, measure, plan, run_jobs
 
 # A child that prints two JSON records, burns CPU, touches ~64 MiB and exits.
 CHILD = (
@@ -128,3 +128,27 @@ def test_busy_loops_spin_while_the_block_runs_and_are_gone_after() -> None:
         cpu = [float(Path(f"/proc/{p.pid}/stat").read_text().split()[13]) for p in procs]
         assert all(c > 0 for c in cpu), "they spin (user ticks)"
     assert all(p.poll() is not None for p in procs)
+
+
+def test_each_repetition_loads_its_own_copy_of_the_library(build: Path, tmp_path: Path) -> None:
+    """Placements: a repetition's runs preload a copy of the allocator's library made for that
+    repetition (same bytes, another file), glibc none; the copies go when the run is done."""
+    lib = build / "libfrugal.so"
+    cell = Cell("x", "env", "sh", ("-c", 'printf \'{"lib": "%s"}\\n\' "$LD_PRELOAD"'), reps=2)
+    frugal, glibc = Allocator("frugal", lib), Allocator("glibc", None)
+    seen: dict[tuple[int, str], str] = {}
+
+    def done(job, s) -> None:
+        assert s.ok, s.error
+        rep, _, alloc = job
+        seen[rep, alloc.name] = s.records[0]["lib"]
+        if alloc.library is not None:  # the copy is there while it runs, byte for byte
+            assert Path(seen[rep, alloc.name]).read_bytes() == lib.read_bytes()
+
+    with Placements() as placements:
+        run_jobs([(rep, cell, a) for rep in range(2) for a in (frugal, glibc)], tmp_path, done, placements=placements)
+        copies = [Path(seen[rep, "frugal"]) for rep in range(2)]
+        assert all(c.exists() for c in copies)
+    assert seen[0, "glibc"] == seen[1, "glibc"] == ""
+    assert copies[0] != copies[1] and all(c != lib and c.name == lib.name for c in copies)
+    assert not any(c.exists() for c in copies)
