@@ -26,14 +26,14 @@ static inline void *take(fg_page_t *page, bool plain) {
 }
 static inline void *page_pop(fg_page_t *page) { /* any key, no countdown */
   void *b = take(page, false);
-  page->used_left++; /* `used`, written as wide as free reads it (free.c's used_drop) */
+  page->used_left++; /* `used`, 8 bytes wide as malloc and free write it (free.c's used_drop) */
   return b;
 }
 /* A block taken back as malloc hands out a sampled one in its place. */
 static void untake(fg_page_t *page, fg_block_t *b) {
   b->next = _fg_head_link(page, page->free);
   page->free = _fg_link_plain(b);
-  page->used_left--; /* `used`, as wide as malloc's charge */
+  page->used_left--; /* `used`, 8 bytes wide as malloc and free write it (free.c's used_drop) */
 }
 
 /* Any size, through the class queues rather than the direct table (which stays empty while

@@ -169,8 +169,8 @@ static inline void page_freed_counted(fg_page_t *page, size_t idx) {
  * is 8 bytes wide, over used and sample_left (types.h's used_left), as malloc's add is
  * (internal.h's _fg_page_charge): a store of 4 bytes there made the next malloc's load of 8
  * wait for it to reach the cache, where a store as wide hands its value on at once. A malloc/
- * free loop holding 16 blocks of 64 B: 7.4 -> 6.0 ns a pair (mimalloc 6.0, tcmalloc 5.7-6.4);
- * the lab's trees shape 601 -> 591 ms (medians of 7). The count never borrows from
+ * free loop holding 16 blocks of 64 B: 7.4 -> 6.0-6.3 ns a pair (mimalloc 6.0, tcmalloc
+ * 5.7-6.4); the lab's shapes the same (fresh copies of each library). The count never borrows from
  * sample_left: a block that passed free's checks is counted in it. The test is of `used`
  * alone, read back from that store: one compare more than the 4-byte subtract's own flags
  * (compilers load, subtract, store and test). FG_USED_SLOW never stands alone, so
@@ -341,11 +341,11 @@ static fg_noinline size_t usable_slow(const void *p) {
 
 /* The page of p if p is a live block start of a plain page (no key, no hooks), by any thread:
  * the checks of fg_free's fast path, and no division; else NULL (a large block, an aligned
- * interior pointer, a hooked pointer, a misuse: the caller's slow path sorts them out).
- * A live block start of a small page has the page's block size: the checks of fg_free's fast
- * path, by any thread, and no division. A released slot, and a large segment's lone page,
- * have a carved limit of 0: no pointer passes the block-start check there. Seed 1's process
- * calls it on every step (57 instructions a call with the division, mimalloc 28). */
+ * interior pointer, a hooked pointer, a misuse: the caller's slow path sorts them out). A
+ * released slot, and a large segment's lone page, have a carved limit of 0: no pointer passes
+ * the block-start check there. fg_usable_size and realloc take the block's size from it: seed
+ * 1's process calls fg_usable_size on every step (57 instructions a call with the division,
+ * mimalloc 28). */
 static inline fg_page_t *plain_block_page(const void *p) {
   uint8_t v = _fg_segmap_byte(p);
   if (fg_likely((int8_t)v > 0)) { /* plainly ours: not hooked, so the page's key is 0 */

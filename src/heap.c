@@ -735,7 +735,7 @@ static inline fg_block_t *page_pop(fg_page_t *page) {
   fg_block_t *b = _fg_block_plain(page->free);
   page->free = _fg_link_head(page, b->next);
   b->next = 0;
-  page->used_left++; /* `used`, as wide as free's subtract (free.c's used_drop) */
+  page->used_left++; /* `used`, 8 bytes wide as malloc and free write it (free.c's used_drop) */
   return b;
 }
 
