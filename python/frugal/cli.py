@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "its base on every timed cell),"))
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="scaled-down sizes, 3 repetitions, under 5 minutes (the default)")
+                      help="scaled-down sizes, 3 repetitions, about 10 minutes (the default)")
     size.add_argument("--full", dest="mode", action="store_const", const="full",
                       help="the seeds' own sizes, 5 repetitions (hours)")
     size.add_argument("--smoke", dest="mode", action="store_const", const="smoke",

@@ -79,6 +79,14 @@ def finish_with_legend(fig: plt.Figure, legend_ax: Axes, title: str, path: Path)
 
 
 
+def time_over_fastest(res: ExpResult, cells: list[str]) -> Callable[[str, int], float]:
+    """For grouped_bars over `cells`: an allocator's median time over the fastest's."""
+    def value(a: str, k: int) -> float:
+        fastest = min((res.m(b, cells[k], "time") for b in res.allocators), default=math.nan)
+        return res.m(a, cells[k], "time") / fastest
+    return value
+
+
 def grouped_bars(ax: Axes, labels: list[str], allocators: list[str], value: Callable[[str, int], float]) -> None:
     """One group of bars per label, one bar per allocator in its colour."""
     n = max(len(allocators), 1)
@@ -221,11 +229,7 @@ def plot_threads(res: ExpResult, ctx: Context, path: Path) -> None:
     cells = exp.of(res, "cross", *SHAPES)
     labels = [f"{res.info[c]['variant']}\n{size_label(res.info[c]['size'])}, N={res.info[c]['threads']}" for c in cells]
 
-    def over_fastest(a: str, k: int) -> float:
-        fastest = min((res.m(b, cells[k], "time") for b in res.allocators), default=math.nan)
-        return res.m(a, cells[k], "time") / fastest
-
-    grouped_bars(ax, labels, res.allocators, over_fastest)
+    grouped_bars(ax, labels, res.allocators, time_over_fastest(res, cells))
     log_scale(ax, "y")
     ax.tick_params(axis="x", labelsize=7)
     ax.set_title("blocks freed by other threads: time / the fastest's")
@@ -263,11 +267,7 @@ def plot_shapes(res: ExpResult, ctx: Context, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(15, 4.75))
     cells = res.cells
 
-    def over_fastest(a: str, k: int) -> float:
-        fastest = min((res.m(b, cells[k], "time") for b in res.allocators), default=math.nan)
-        return res.m(a, cells[k], "time") / fastest
-
-    grouped_bars(axes[0], cells, res.allocators, over_fastest)
+    grouped_bars(axes[0], cells, res.allocators, time_over_fastest(res, cells))
     axes[0].axhline(1.0, color="black", ls=":", lw=1)
     axes[0].set_title("time / the fastest's (lower is better)")
     grouped_bars(axes[1], cells, res.allocators, lambda a, k: res.m(a, cells[k], "maxrss") / MiB)
@@ -277,9 +277,21 @@ def plot_shapes(res: ExpResult, ctx: Context, path: Path) -> None:
     finish_with_legend(fig, axes[0], "Shapes — programs frugal must win one by one", path)
 
 
+def plot_ops(res: ExpResult, ctx: Context, path: Path) -> None:
+    fig, ax = plt.subplots(1, 1, figsize=(15, 4.75))
+    cells = res.cells
+
+    grouped_bars(ax, cells, res.allocators, time_over_fastest(res, cells))
+    ax.axhline(1.0, color="black", ls=":", lw=1)
+    ax.set_title("time per operation / the fastest's (lower is better)")
+    ax.tick_params(axis="x", labelsize=8)
+    finish_with_legend(fig, ax, "Ops — single operations, one at a time", path)
+
+
 PLOTTERS: dict[str, Callable[[ExpResult, Context, Path], None]] = {
     "bufcache": plot_bufcache, "fifo": plot_fifo, "bigbuf": plot_bigbuf, "threads": plot_threads,
-    "footprint": plot_footprint, "shapes": plot_shapes}
+    "footprint": plot_footprint, "shapes": plot_shapes,
+    "ops": plot_ops}
 
 
 def plot(name: str, res: ExpResult, ctx: Context, path: Path) -> None:

@@ -19,12 +19,15 @@ from .units import GiB, MiB
 START = "<!-- results-table -->"
 END = "<!-- /results-table -->"
 
-# The rows: the four seed experiments and the program shapes as one line each (the summary's
-# geometric means over their cells), and the footprint experiment's workloads one by one (real
-# programs first).
+# The rows: the four seed experiments, the program shapes and the single operations as one line
+# each (the summary's geometric means over their cells), and the footprint experiment's
+# workloads one by one (real programs first).
 SUMMARY_ROWS = [("bufcache", "seed 1: buffer cache"), ("fifo", "seed 2: FIFO, many sizes"),
                 ("bigbuf", "seed 3: big buffers"), ("threads", "seed 4: threads"),
-                ("shapes", "program shapes (fill and drain, trees, …)")]
+                ("shapes", "program shapes (fill and drain, trees, …)"),
+                ("ops", "single operations (malloc/free, calloc, …): one's time")]
+# An experiment whose time is not in seconds: the factor to seconds (ops: ns per operation).
+TIME_TO_S = {"ops": 1e-9}
 FOOTPRINT_ROWS = [("sqlite3", "sqlite3 `:memory:`"), ("python3/pymalloc", "python3, pymalloc"),
                   ("python3/malloc", "python3, `PYTHONMALLOC=malloc`"), ("python3/lists", "python3, lists growing"),
                   ("redis", "redis-server"), ("bigrand", "random big blocks")]
@@ -35,11 +38,13 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def cell_text(time_s: float | None, rss: float | None, best_time: bool, best_rss: bool) -> str:
-    """'840 ms<br>39.0 MiB' (seconds from 1 s: '4.57 s'), the best of a row in bold: two lines in
-    the rendered cell, so the times of a row read along one line and the peaks along the next."""
+    """'840 ms<br>39.0 MiB' (seconds from 1 s: '4.57 s', nanoseconds below 1 us: '8.8 ns'), the
+    best of a row in bold: two lines in the rendered cell, so the times of a row read along one
+    line and the peaks along the next."""
     if time_s is None or rss is None or math.isnan(time_s) or math.isnan(rss):
         return "—"
-    t = f"{time_s * 1000:.3g} ms" if time_s < 1 else f"{time_s:.2f} s"
+    t = (f"{time_s * 1e9:.3g} ns" if time_s < 1e-6 else f"{time_s * 1000:.3g} ms" if time_s < 1
+         else f"{time_s:.2f} s")
     m = f"{rss / MiB:.1f} MiB"
     return f"{'**' + t + '**' if best_time else t}<br>{'**' + m + '**' if best_rss else m}"
 
@@ -57,7 +62,8 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for name, label in SUMMARY_ROWS:
         sc = exps.get(name, {}).get("scores") or {}
         if sc:
-            pairs.append((label, {a: (sc[a]["time"], sc[a]["rss"]) for a in sc
+            k = TIME_TO_S.get(name, 1.0)
+            pairs.append((label, {a: (sc[a]["time"] * k, sc[a]["rss"]) for a in sc
                                   if sc[a].get("time") is not None and sc[a].get("rss") is not None}))
     fp = (exps.get("footprint") or {}).get("summary") or {}
     med, errors = fp.get("median", {}), fp.get("errors", {})

@@ -29,3 +29,11 @@ def make(name: str, allocators: list[str], metrics: Callable[[str, dict, str], M
             m.update(metrics(a, c.info, c.key))
             res.med[a][c.key] = m
     return res
+
+
+def spread(res, alloc: str, cell: str, metric: str, lo: float, hi: float) -> None:
+    """Give `alloc`'s repetitions on `cell` the range lo..hi around its median."""
+    med = res.m(alloc, cell, metric)
+    res.lo.setdefault(alloc, {}).setdefault(cell, {})[metric] = lo
+    res.hi.setdefault(alloc, {}).setdefault(cell, {})[metric] = hi
+    res.spread.setdefault(alloc, {}).setdefault(cell, {})[metric] = (hi - lo) / med

@@ -19,11 +19,13 @@ from frugal.plots import plot
 from frugal.report import write_reports
 
 from synthetic import CTX, make
+from test_ops import ops_metrics
 from test_verdicts import (ALLOCS, bigbuf_metrics, bufcache_metrics, fifo_metrics, footprint_metrics, shapes_metrics,
                            threads_metrics)
 
 METRICS = {"bufcache": bufcache_metrics(True), "fifo": fifo_metrics(False), "bigbuf": bigbuf_metrics(True),
-           "threads": threads_metrics(True), "footprint": footprint_metrics(False), "shapes": shapes_metrics(False)}
+           "threads": threads_metrics(True), "footprint": footprint_metrics(False), "shapes": shapes_metrics(False),
+           "ops": ops_metrics(False)}
 
 
 def synthetic_lab(allocs: tuple[str, ...] = tuple(ALLOCS)) -> LabRun:

@@ -45,7 +45,7 @@ def test_table_has_a_row_per_workload_and_a_column_per_allocator(tmp_path: Path)
     for row in rows:
         assert len(row) == len(head)
         for cell in row[1:]:
-            assert re.fullmatch(r"(\*\*)?[\d.]+ (ms|s)(\*\*)?<br>(\*\*)?[\d.]+ MiB(\*\*)?", cell), cell
+            assert re.fullmatch(r"(\*\*)?[\d.]+ (ns|ms|s)(\*\*)?<br>(\*\*)?[\d.]+ MiB(\*\*)?", cell), cell
         # the best time and the best peak of a row are bold
         assert any(c.startswith("**") for c in row[1:]) and any(c.endswith("MiB**") for c in row[1:])
 
@@ -58,6 +58,16 @@ def test_cells_show_the_medians_of_the_run(tmp_path: Path) -> None:
     sqlite = next(r for r in rows if r[0].startswith("sqlite3"))
     glibc = 1 + results["experiments"]["bufcache"]["summary"]["allocators"].index("glibc")
     assert sqlite[glibc].replace("**", "") == "1.23 s<br>40.5 MiB"
+
+
+def test_single_operations_read_in_nanoseconds(tmp_path: Path) -> None:
+    """The ops experiment's time is nanoseconds per operation: its row says so, not '8.8e-06 ms'."""
+    results = synthetic_results(tmp_path)
+    results["experiments"]["ops"]["scores"]["glibc"].update(time=8.84, rss=2.5 * MiB)
+    _, rows = results_table.rows(results)
+    ops = next(r for r in rows if r[0].startswith("single operations"))
+    glibc = 1 + results["experiments"]["bufcache"]["summary"]["allocators"].index("glibc")
+    assert ops[glibc].replace("**", "") == "8.84 ns<br>2.5 MiB"
 
 
 def test_caption_gives_date_machine_and_command(tmp_path: Path) -> None:

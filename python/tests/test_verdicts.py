@@ -15,7 +15,8 @@ from frugal.lab import FAIL, NA, PASS, Context, scores
 from frugal.runner import Sample
 from frugal.units import KiB, MiB, size_label
 
-from synthetic import CTX, make
+from synthetic import CTX, make, spread
+from test_ops import ops_metrics
 
 ALLOCS = ["glibc", "mimalloc", "frugal"]
 
@@ -147,14 +148,6 @@ def test_threads_pass_and_fail() -> None:
 def test_threads_cross_is_na_without_mimalloc() -> None:
     res = make("threads", ["glibc", "frugal"], threads_metrics(True))
     assert statuses("threads", res)[2] == NA
-
-
-def spread(res, alloc: str, cell: str, metric: str, lo: float, hi: float) -> None:
-    """Give `alloc`'s repetitions on `cell` the range lo..hi around its median."""
-    med = res.m(alloc, cell, metric)
-    res.lo.setdefault(alloc, {}).setdefault(cell, {})[metric] = lo
-    res.hi.setdefault(alloc, {}).setdefault(cell, {})[metric] = hi
-    res.spread.setdefault(alloc, {}).setdefault(cell, {})[metric] = (hi - lo) / med
 
 
 def test_threads_shapes_judged_only_beyond_the_spread() -> None:
@@ -364,7 +357,8 @@ def test_shapes_tables_give_frugal_over_the_best_other() -> None:
 # --- frugal absent or broken ------------------------------------------------------------------
 @pytest.mark.parametrize("name,metrics", [("bufcache", bufcache_metrics(True)), ("fifo", fifo_metrics(True)),
                                           ("bigbuf", bigbuf_metrics(True)), ("threads", threads_metrics(True)),
-                                          ("footprint", footprint_metrics(True)), ("shapes", shapes_metrics(True))])
+                                          ("footprint", footprint_metrics(True)), ("shapes", shapes_metrics(True)),
+                                          ("ops", ops_metrics(True))])
 def test_na_without_frugal_and_fail_when_it_crashed(name: str, metrics) -> None:
     res = make(name, ["glibc", "mimalloc"], metrics)
     assert set(statuses(name, res)) == {NA}

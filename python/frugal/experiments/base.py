@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ..lab import FRUGAL, NA, Context, ExpResult, Verdict, check_all, frugal_gate
+from ..lab import FRUGAL, NA, Context, ExpResult, Verdict, check_all, frugal_gate, within_noise
 from ..runner import Cell, Sample
 
 # Idle waits: seconds-long smoke runs for the tests, and no cell stalled by a long decay time.
@@ -42,6 +42,21 @@ def best_other(res: ExpResult, cell: str, exclude: str = FRUGAL, metric: str = "
               and not res.failed_cells(a, [cell])}
     values = {a: v for a, v in values.items() if not math.isnan(v)}
     return min(values, key=values.__getitem__) if values else None
+
+
+def over_best_other(res: ExpResult, a: str, cell: str) -> tuple[float, str | None]:
+    """`a`'s median time on `cell` over the best other allocator's, and that allocator."""
+    other = best_other(res, cell, exclude=a)
+    return (res.m(a, cell, "time") / res.m(other, cell, "time"), other) if other else (math.nan, None)
+
+
+def over_best_other_text(res: ExpResult, a: str, cell: str) -> str:
+    """over_best_other in words: "1.05× mimalloc", and whether that is within noise."""
+    ratio, other = over_best_other(res, a, cell)
+    if other is None:
+        return "—"
+    noise = " (within noise)" if within_noise(res, a, other, cell, "time") else ""
+    return f"{fmt(ratio)}× {other}{noise}"
 
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -121,3 +136,16 @@ class Experiment:
         if against and (not res.has(against) or len(res.failed_cells(against, cells)) == len(cells)):
             return Verdict(self.name, name, NA, f"{against} was not measured")
         return check_all(self.name, name, checks())
+
+    def first_per_cell(self, res: ExpResult, bound: float, what: str) -> list[Verdict]:
+        """One verdict per cell: frugal's median time at most `bound` times the best other's
+        (a difference within noise is named, not judged). `what`: the best other, in words."""
+        def check(cell: str) -> list[Check]:
+            ratio, other = over_best_other(res, FRUGAL, cell)
+            if other is None or math.isnan(ratio):
+                return []
+            noise = within_noise(res, FRUGAL, other, cell, "time")
+            return [(cell, None if noise else ratio <= bound, f"{ratio:.2f}× {other}")]
+
+        return [self.judge(res, f"frugal: {c} in ≤ {bound:.2f} × {what}", [c], lambda c=c: check(c))
+                for c in res.cells]

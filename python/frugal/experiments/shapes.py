@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lab import FRUGAL, Context, ExpResult, Verdict, within_noise
+from ..lab import FRUGAL, Context, ExpResult, Verdict
 from ..runner import Cell, Sample
 from ..units import MiB
-from .base import Check, Experiment, Table, base_metrics, best_other, fmt
+from .base import Experiment, Table, base_metrics, fmt, over_best_other_text
 
 # The verdict: frugal's median time at most this times the best other allocator's.
 BEST_OTHER_MAX = 1.00
@@ -132,34 +132,14 @@ class Shapes(Experiment):
         # option's cost per call shows whole.
         return ["fill-drain", "minimizer"]
 
-    def ratio(self, res: ExpResult, a: str, cell: str) -> tuple[float, str | None]:
-        """`a`'s median time over the best other allocator's, and that allocator."""
-        other = best_other(res, cell, exclude=a)
-        return (res.m(a, cell, "time") / res.m(other, cell, "time"), other) if other else (math.nan, None)
-
     def verdicts(self, res: ExpResult, ctx: Context) -> list[Verdict]:
-        def check(cell: str) -> list[Check]:
-            ratio, other = self.ratio(res, FRUGAL, cell)
-            if other is None or math.isnan(ratio):
-                return []
-            noise = within_noise(res, FRUGAL, other, cell, "time")
-            return [(cell, None if noise else ratio <= BEST_OTHER_MAX, f"{ratio:.2f}× {other}")]
-
-        return [self.judge(res, f"frugal: {c} in ≤ {BEST_OTHER_MAX:.2f} × the best other's time", [c],
-                           lambda c=c: check(c)) for c in res.cells]
+        return self.first_per_cell(res, BEST_OTHER_MAX, "the best other's time")
 
     def time_text(self, res: ExpResult, a: str, c: str) -> str:
         """A median time with the repetitions' min–max."""
         t = res.m(a, c, "time")
         lo, hi = res.lo.get(a, {}).get(c, {}).get("time", t), res.hi.get(a, {}).get(c, {}).get("time", t)
         return f"{fmt(t, 3)} ({fmt(lo, 3)}–{fmt(hi, 3)})"
-
-    def ratio_text(self, res: ExpResult, a: str, c: str) -> str:
-        ratio, other = self.ratio(res, a, c)
-        if other is None:
-            return "—"
-        noise = " (within noise)" if within_noise(res, a, other, c, "time") else ""
-        return f"{fmt(ratio)}× {other}{noise}"
 
     def caption(self, res: ExpResult, c: str) -> str:
         i, shape = res.info[c], BY_NAME[c]
@@ -169,13 +149,13 @@ class Shapes(Experiment):
         return f"{c} — {shape.about}; {threads}; {how}"
 
     def tables(self, res: ExpResult, ctx: Context) -> list[Table]:
-        rows = [[c] + [fmt(res.m(a, c, "time"), 3) for a in res.allocators] + [self.ratio_text(res, FRUGAL, c)]
+        rows = [[c] + [fmt(res.m(a, c, "time"), 3) for a in res.allocators] + [over_best_other_text(res, FRUGAL, c)]
                 for c in res.cells]
         tables: list[Table] = [("Time (s) per shape: median of the repetitions; frugal over the best other "
                                 "(< 1.00: frugal wins)", ["shape"] + res.allocators + ["frugal / best other"], rows)]
         head = ["allocator", "time (s): median (min–max)", "rate (M/s)", "peak RSS (MiB)", "over the best other"]
         for c in res.cells:
             rows = [[a, self.time_text(res, a, c), fmt(res.m(a, c, "rate") / 1e6, 3),
-                     fmt(res.m(a, c, "maxrss") / MiB, 1), self.ratio_text(res, a, c)] for a in res.allocators]
+                     fmt(res.m(a, c, "maxrss") / MiB, 1), over_best_other_text(res, a, c)] for a in res.allocators]
             tables.append((self.caption(res, c), head, rows))
         return tables
