@@ -201,11 +201,20 @@ fg_rare void _fg_segment_held(fg_heap_t *heap, uint64_t *resident, uint64_t *ret
   _fg_unlock(&heap->lock);
 }
 
-/* The usable area of a page slot: the first slot starts after the segment header. */
+/* The usable area of a page slot: the first slot starts after the segment header. In a small
+ * segment, at the OS page after it: every small page starts on an OS page, so that a class
+ * whose size is a multiple of an alignment up to 4 KiB hands out blocks aligned to it
+ * (alloc.c's _fg_memalign_raw), for 3,968 bytes of slot 0's address space, never touched.
+ * Not so the bigger pages: the lab's FIFO, which writes a block's first and last 8 bytes,
+ * found a big block's last bytes on the OS page of the next block's first ones where the
+ * blocks start off a page boundary, and on one of their own where they start on it (128 KiB
+ * blocks: 5.8 -> 10.0 MB peak). */
 size_t _fg_page_area(const fg_segment_t *s, const fg_page_t *page, uint8_t **start) {
   size_t index = (size_t)(page - s->pages);
   size_t page_size = (size_t)1 << s->page_shift;
-  size_t skip = index == 0 ? header_size(s->page_count) : 0;
+  size_t skip = index != 0 ? 0
+                : s->kind == FG_SEG_SMALL ? fg_align_up(header_size(s->page_count), FG_OS_PAGE)
+                                          : header_size(s->page_count);
   size_t guard = index + 1 == s->page_count ? _fg_secure_guard() : 0; /* secure: last OS page */
   *start = (uint8_t *)s + index * page_size + skip;
   return page_size - skip - guard;

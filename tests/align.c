@@ -3,6 +3,7 @@
  * new), plus valloc/pvalloc over the same sizes. Each block must be aligned, have usable size
  * >= the request, be writable over its whole usable size, not overlap the block allocated
  * before it, and be freeable with its matching deallocator. */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -264,5 +265,22 @@ int main(void) {
            "bad)",
            en->name, nsizes, bad);
   }
+  /* A size that is a multiple of its alignment, up to 4 KiB, is a whole block of its class (every
+   * page starts on an OS page): usable size exactly the class's, no interior pointer into a
+   * larger block, hundreds of them in a row (more than a page holds, the segment's first page
+   * among them). */
+  int whole = 0, tried = 0;
+  for (size_t a = 16; a <= 4096; a *= 2) {
+    static void *held[512];
+    size_t n = 512 * 64 / a + 8;
+    if (n > 512) n = 512;
+    for (size_t i = 0; i < n; i++, tried++) {
+      held[i] = aligned_alloc(a, a);
+      whole += held[i] != NULL && ((uintptr_t)held[i] & (a - 1)) == 0 && malloc_usable_size(held[i]) == a;
+    }
+    for (size_t i = 0; i < n; i++) free(held[i]);
+  }
+  CHECKF(whole == tried, "aligned_alloc(a, a) for a = 16 .. 4 KiB: a whole block of the a-byte class, aligned "
+                         "(%d of %d)", whole, tried);
   return check_finish("align");
 }

@@ -29,8 +29,9 @@ TOTAL_FIELDS = ("allocations", "frees", "bytes_requested", "bytes_handed_out")
 
 # The block size of each of pattern.c's mixed kinds, by the name the program gives it: plain
 # (FRUGAL_LEAKS hands out the same blocks) and under FRUGAL_SECURE, which asks for one byte
-# more for its canary. None: a large block. The aligned forms ask for room to align inside a
-# block (size + align - 8) unless a class's blocks are aligned already (up to 64).
+# more for its canary. None: a large block. The aligned forms take the class of the size
+# rounded up to the alignment, whose blocks are aligned (every page starts on an OS page), where
+# its size is a multiple of the alignment; else room to align inside a block (size + align - 8).
 BLOCKS: dict[str, tuple[int, int] | None] = {
     "malloc(0)": (8, 8),
     "malloc(100)": (112, 112),
@@ -41,9 +42,9 @@ BLOCKS: dict[str, tuple[int, int] | None] = {
     "malloc(50)": (64, 64),  # the block realloc(malloc(50), 300) moves out of
     "realloc(malloc(50), 300)": (320, 320),
     "aligned_alloc(64, 72)": (128, 128),  # 72 rounded up to 64: the 128 B class
-    "aligned_alloc(4096, 200)": (4368, 4368),  # 200 + 4088 = 4288 (4289): 4096 + 272
-    "posix_memalign(256, 40)": (288, 320),  # 40 + 248 = 288 (289)
-    "memalign(128, 24)": (144, 160),  # 24 + 120 = 144 (145)
+    "aligned_alloc(4096, 200)": (4096, 4096),  # 200 rounded up to 4096: the 4 KiB class
+    "posix_memalign(256, 40)": (256, 256),
+    "memalign(128, 24)": (128, 128),
     f"malloc({MiB})": None,
 }
 EDGE_LO, EDGE_HI = (512 << 10) + 1, 576 << 10  # as in pattern.c
