@@ -16,8 +16,17 @@ static inline bool link_looks_freed(const fg_block_t *b, uintptr_t link) {
   return fg_unlikely(((link ^ _fg_link_plain(b)) & FG_LINK_FREED_MASK) == 0);
 }
 static inline bool looks_freed(const fg_page_t *page, const fg_block_t *b) { return link_looks_freed(b, b->next ^ page->key); }
-/* The page's key is 0 (no secure mode: see _fg_link_plain). */
-static inline bool looks_freed_plain(const fg_block_t *b) { return link_looks_freed(b, b->next); }
+/* The page's key is 0 (no secure mode: see _fg_link_plain). fg_free's own test reads the word's
+ * low 4 bytes only, which hold the tag and the segment bits 22-31: every link of the block's
+ * segment passes it, and what passes goes on to the whole word's test (block_checked). A load
+ * of 8 bytes cannot take its value from a narrower store still on its way to the cache, and
+ * waits for it: a program that writes a 4-byte count or flag at the block's start and then
+ * frees it (`if (--o->refs == 0) free(o)`) paid that on every free. */
+typedef uint32_t fg_word_low_t __attribute__((may_alias));
+static inline bool looks_freed_plain(const fg_block_t *b) {
+  uint32_t low = *(const fg_word_low_t *)(const void *)b;
+  return fg_unlikely(((low ^ (uint32_t)_fg_link_plain(b)) & (uint32_t)FG_LINK_FREED_MASK) == 0);
+}
 
 /* p is no block of its page. If the page was taken over from another class (heap.c's
  * page_take_empty) and p is a block start of that class, p was freed before: a double free. */
