@@ -201,6 +201,29 @@ fg_export void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) {
   return malloc_fast(size, _fg_new_nothrow_failed);
 }
 
+/* Zeroes the first n bytes of a block of a class, which holds n rounded up to 8 and at least 8
+ * bytes: up to 128 bytes by two stores of a fixed width from each end (overlapping in the
+ * middle), written in line; more by memset. A call to memset cost calloc(64) a third of its
+ * time (9.1 ns against mimalloc's 7.8). */
+static inline void zero_block(uint8_t *p, size_t n) {
+  size_t k = n <= 8 ? 8 : fg_align_up(n, 8); /* the block's own bytes */
+  if (k <= 16) {
+    __builtin_memset(p, 0, 8);
+    __builtin_memset(p + k - 8, 0, 8);
+  } else if (k <= 32) {
+    __builtin_memset(p, 0, 16);
+    __builtin_memset(p + k - 16, 0, 16);
+  } else if (k <= 64) {
+    __builtin_memset(p, 0, 32);
+    __builtin_memset(p + k - 32, 0, 32);
+  } else if (k <= 128) {
+    __builtin_memset(p, 0, 64);
+    __builtin_memset(p + k - 64, 0, 64);
+  } else {
+    memset(p, 0, n);
+  }
+}
+
 void *_fg_calloc_raw(size_t count, size_t size) {
   size_t total;
   if (fg_unlikely(__builtin_mul_overflow(count, size, &total))) {
@@ -209,7 +232,7 @@ void *_fg_calloc_raw(size_t count, size_t size) {
   }
   if (total > FG_CLASS_MAX) return _fg_large_alloc(total, 0, true);
   void *p = malloc_any(total);
-  if (p != NULL) memset(p, 0, total);
+  if (p != NULL) zero_block(p, total);
   return p;
 }
 
@@ -237,7 +260,7 @@ void *_fg_realloc_raw(void *p, size_t size) {
     return NULL;
   }
   /* A block start first, as free tests it: no division for its usable size. */
-  fg_page_t *page = _fg_plain_block_page(p);
+  fg_page_t *page = _fg_plain_block_page(p), *plain = page;
   size_t usable;
   if (fg_likely(page != NULL)) {
     usable = page->block_size;
@@ -267,7 +290,11 @@ void *_fg_realloc_raw(void *p, size_t size) {
   if (q == NULL) q = malloc_any(size);
   if (q == NULL) return NULL; /* p stays valid and intact */
   memcpy(q, p, usable < size ? usable : size);
-  _fg_free_raw(p, false, 0);
+  if (fg_likely(plain != NULL))
+    _fg_free_plain_block(plain, p); /* checked above: free's checks again cost a block grown
+                                     * 16 B -> 4 KiB by doublings 151 ns against 138 */
+  else
+    _fg_free_raw(p, false, 0);
   return q;
 }
 

@@ -275,6 +275,13 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
     push_hooked_free(page, p, p);
 }
 
+void _fg_free_plain_block(fg_page_t *page, void *p) {
+  if (fg_likely(page->heap == _fg_heap()))
+    push_hooked_free(page, p, p);
+  else
+    free_remote(_fg_segment_of(p), page, p, false);
+}
+
 void _fg_free_raw(void *p, bool sized, size_t size) {
   if (p == NULL) return;
   if (fg_unlikely(!_fg_segmap_contains(p))) free_foreign(p);

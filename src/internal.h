@@ -479,6 +479,9 @@ void _fg_free_raw(void *p, bool sized, size_t size);
  * this thread's: what _fg_free_raw does then, without finding the segment and page again
  * (secure mode's frees of other threads' blocks). */
 void _fg_free_other(fg_page_t *page, void *p);
+/* An unsized free of p, a live block start of a plain page that _fg_plain_block_page returned
+ * (realloc's old block, which it checked before the copy): the push, no check again. */
+void _fg_free_plain_block(fg_page_t *page, void *p);
 
 /* ---- secure.c: hardened mode ----------------------------------------------------------------- */
 void _fg_secure_init(void);
