@@ -282,5 +282,20 @@ int main(void) {
   }
   CHECKF(whole == tried, "aligned_alloc(a, a) for a = 16 .. 4 KiB: a whole block of the a-byte class, aligned "
                          "(%d of %d)", whole, tried);
+  /* Sizes up to 1 KiB rounded up to the alignment take the class of the size, unchecked: that
+   * class must be a multiple of the alignment. 8 blocks held at a time, so that some lie past
+   * the first of their page. */
+  int aligned = 0, asked = 0;
+  for (size_t a = 16; a <= 1024; a *= 2)
+    for (size_t n = 1; n <= 1024; n++) {
+      void *held8[8];
+      for (int i = 0; i < 8; i++, asked++) {
+        held8[i] = aligned_alloc(a, (n + a - 1) / a * a);
+        aligned += held8[i] != NULL && ((uintptr_t)held8[i] & (a - 1)) == 0;
+      }
+      for (int i = 0; i < 8; i++) free(held8[i]);
+    }
+  CHECKF(aligned == asked, "aligned_alloc(a, n) for a = 16 .. 1 KiB and every n up to 1 KiB: aligned (%d of %d)",
+         aligned, asked);
   return check_finish("align");
 }
