@@ -104,9 +104,10 @@ def caption(results: dict[str, Any]) -> str:
             if (n := results.get("experiments", {}).get(name, {}).get("params", {}).get("repetitions")) not in (None, reps)]
     how = f"{meta.get('mode', '?')} mode" + (f", median of {reps} runs" if reps else "") + "".join(f"; {m}" for m in more)
     return (f"Measured {date} on {where} by {code_md(command_of(meta))} ({how}). Each cell: wall time, then peak "
-            "RSS; the best of a row in bold. A seed's row and the shapes' are the geometric mean over their experiment's cells (a threads "
-            "run stopped at its time cap counts with its time extrapolated to the whole work; a threads run's peak RSS is less what "
-            "the workload itself held between threads).")
+            "RSS; the best of a row in bold. A seed's row, the shapes' and the single operations' are the geometric mean over "
+            "their experiment's cells (a threads run stopped at its time cap counts with its time extrapolated to the whole work; "
+            "a threads run's peak RSS is less what the workload itself held between threads; a single operation's time is that "
+            "of one).")
 
 
 def markdown(results: dict[str, Any]) -> str:
