@@ -387,6 +387,30 @@ static void row_usable_and_sized(const api_t *a) {
   a->free(p);
 }
 
+/* free's double-free test reads the segment bits of a block's first word (its bytes 2-3),
+ * and the first 4 bytes, the link tag with them, only where those match the block's own
+ * segment; a word that passes both is looked up in the page's free lists. Live blocks that
+ * start with each of the 256 byte values, or with a pointer into their own segment with each
+ * low 3 bits (one of them shaped exactly like a free-list link to a neighbour), are live blocks
+ * to free and to malloc_usable_size (a false "double free" would abort the test). */
+static void row_first_word(const api_t *a) {
+  int ok = 1;
+  for (int v = 0; v < 256; v++) {
+    unsigned char *x = a->malloc(48), *y = a->malloc(48);
+    if (!x || !y) {
+      ok = 0;
+      break;
+    }
+    x[0] = (unsigned char)v;
+    uintptr_t near = (uintptr_t)x + (unsigned)(v & 7);
+    memcpy(y, &near, sizeof near);
+    if (a->usable_size(x) < 48 || a->usable_size(y) < 48) ok = 0;
+    a->free(y);
+    a->free(x);
+  }
+  CHECKF(ok, "%sblocks starting with any byte, or a pointer into their segment, are freed as live", a->pfx);
+}
+
 /* fg_-only parts of the API: ownership queries, collect, options. */
 static void fg_only(void) {
   int local = 0;
@@ -433,6 +457,7 @@ int main(void) {
     row_memalign(a);
     row_valloc(a);
     row_usable_and_sized(a);
+    row_first_word(a);
   }
   fg_only();
   return check_finish("api");
