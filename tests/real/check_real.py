@@ -46,10 +46,11 @@ import modes
 import procs
 import report
 import suite_cpython
-from suite_installed import DBUS, DBUS_DEBUG, GDK_PIXBUF, GLIB, GLIB_NETWORKING
+from suite_installed import DBUS, DBUS_DEBUG, GDK_PIXBUF, GLIB, GLIB_NETWORKING, LIBSOUP, PANGO
 
 SUITES = {"cpython": suite_cpython, "glib": GLIB, "gdk-pixbuf": GDK_PIXBUF, "dbus": DBUS,
-          "dbus-debug": DBUS_DEBUG, "glib-networking": GLIB_NETWORKING}
+          "dbus-debug": DBUS_DEBUG, "glib-networking": GLIB_NETWORKING, "libsoup": LIBSOUP,
+          "pango": PANGO}
 
 # Per-test timeouts and per-(suite, mode) bounds, in seconds. A timeout is a few times the
 # slowest test's glibc time on this 2-core VM when it is busy (load 7-12): CPython's slowest
@@ -60,9 +61,11 @@ SUITES = {"cpython": suite_cpython, "glib": GLIB, "gdk-pixbuf": GDK_PIXBUF, "dbu
 # mode: a hang costs its timeout, not the bound.
 LIMITS = {
     "quick": {"cpython": (90, 240), "glib": (60, 150), "gdk-pixbuf": (60, 90),
-              "dbus": (60, 90), "dbus-debug": (60, 90), "glib-networking": (60, 90)},
+              "dbus": (60, 90), "dbus-debug": (60, 90), "glib-networking": (60, 90),
+              "libsoup": (60, 150), "pango": (60, 60)},
     "full": {"cpython": (450, 3600), "glib": (300, 1500), "gdk-pixbuf": (300, 600),
-             "dbus": (300, 900), "dbus-debug": (300, 900), "glib-networking": (300, 600)},
+             "dbus": (300, 900), "dbus-debug": (300, 900), "glib-networking": (300, 600),
+             "libsoup": (300, 600), "pango": (300, 300)},
 }
 
 
