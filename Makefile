@@ -44,11 +44,11 @@ soak: build
 	tests/soak.sh $(BUILD) $(MINUTES)
 
 # Real programs' own test suites (CPython's regression tests; GLib's, gdk-pixbuf's, D-Bus's,
-# glib-networking's, libsoup's and Pango's installed tests) under glibc and under frugal in each
-# mode; fails when a test that passes under glibc fails under frugal. REAL_SIZE=quick (~6 min,
-# CI) or full (every slice, all modes: ~1-1.5 h); REAL_LIB: the library to preload. Needs the
-# suites' Debian packages (.ci/run lists them). Results in out/check-real/; tests/real/README.md
-# tells the rest.
+# glib-networking's, libsoup's and Pango's installed tests; NumPy's tests) under glibc and
+# under frugal in each mode; fails when a test that passes under glibc fails under frugal.
+# REAL_SIZE=quick (~7 min, CI) or full (every slice, all modes: ~1-1.5 h); REAL_LIB: the
+# library to preload. Needs the suites' Debian packages (.ci/run lists them). Results in
+# out/check-real/; tests/real/README.md tells the rest.
 REAL_SIZE ?= quick
 REAL_LIB  ?= $(BUILD)/libfrugal.so
 check-real: build

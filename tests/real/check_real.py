@@ -4,15 +4,16 @@
     tests/real/check_real.py --lib build/libfrugal.so [--size quick|full] [--out out/check-real]
 
 For each suite (CPython's regression tests; the installed tests of GLib, gdk-pixbuf, D-Bus
-and its debug build, and glib-networking): the slice runs once under glibc (no preload), then
-once per frugal mode (modes.py); every test that passed under glibc must pass in every frugal
-mode. Exit status 1 when one does not (or when a suite or mode could not run at all), 0
-otherwise. The last line printed is "check-real: N passed, M failed, K skipped", counting
-(test, frugal mode) comparisons.
+and its debug build, glib-networking, libsoup and Pango; NumPy's tests): the slice runs once
+under glibc (no preload), then once per frugal mode (modes.py); every test that passed under
+glibc must pass in every frugal mode. Exit status 1 when one does not (or when a suite or mode
+could not run at all), 0 otherwise. The last line printed is "check-real: N passed, M failed,
+K skipped", counting (test, frugal mode) comparisons.
 
 Sizes:
   full   every suite's whole slice in all four frugal modes: about 1-1.5 h on this 2-core VM
-         (CPython's 67 modules ~8-15 min a mode; GLib's 286 programs ~3 min a mode).
+         (CPython's 67 modules ~8-15 min a mode; GLib's 286 programs ~3 min a mode; NumPy's
+         148 files ~1.5 min a mode).
   quick  what CI runs: 5.3 min measured with every test passing (glibc baseline included,
          machine load 10), 7.7 min with a library under which tests hung in two modes (each
          hang costs its 90 s timeout). A shorter slice of each
@@ -46,11 +47,12 @@ import modes
 import procs
 import report
 import suite_cpython
+from suite_numpy import NUMPY
 from suite_installed import DBUS, DBUS_DEBUG, GDK_PIXBUF, GLIB, GLIB_NETWORKING, LIBSOUP, PANGO
 
 SUITES = {"cpython": suite_cpython, "glib": GLIB, "gdk-pixbuf": GDK_PIXBUF, "dbus": DBUS,
           "dbus-debug": DBUS_DEBUG, "glib-networking": GLIB_NETWORKING, "libsoup": LIBSOUP,
-          "pango": PANGO}
+          "pango": PANGO, "numpy": NUMPY}
 
 # Per-test timeouts and per-(suite, mode) bounds, in seconds. A timeout is a few times the
 # slowest test's glibc time on this 2-core VM when it is busy (load 7-12): CPython's slowest
@@ -62,10 +64,10 @@ SUITES = {"cpython": suite_cpython, "glib": GLIB, "gdk-pixbuf": GDK_PIXBUF, "dbu
 LIMITS = {
     "quick": {"cpython": (90, 240), "glib": (60, 150), "gdk-pixbuf": (60, 90),
               "dbus": (60, 90), "dbus-debug": (60, 90), "glib-networking": (60, 90),
-              "libsoup": (60, 150), "pango": (60, 60)},
+              "libsoup": (60, 150), "pango": (60, 60), "numpy": (120, 240)},
     "full": {"cpython": (450, 3600), "glib": (300, 1500), "gdk-pixbuf": (300, 600),
              "dbus": (300, 900), "dbus-debug": (300, 900), "glib-networking": (300, 600),
-             "libsoup": (300, 600), "pango": (300, 300)},
+             "libsoup": (300, 600), "pango": (300, 300), "numpy": (300, 900)},
 }
 
 
