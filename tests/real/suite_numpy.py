@@ -30,7 +30,7 @@ ROOT = "/usr/lib/python3/dist-packages/numpy"
 # distutils' flags).
 EXCLUDE_DIRS = ("f2py/", "distutils/")
 
-# Quick: ~30 s under glibc. The core types' tests that allocate the most, by kind: arrays
+# Quick: ~25 s under glibc. The core types' tests that allocate the most, by kind: arrays
 # and their operations, iterators over several arrays, ufuncs with buffering, regressions
 # from bug reports (many of them leaks and frees of the wrong buffer), masked arrays, NaN
 # functions; and FFTs from several threads at once (test_pocketfft).
@@ -40,6 +40,9 @@ QUICK = ["core/tests/test_numeric.py", "core/tests/test_regression.py",
          "core/tests/test_shape_base.py", "ma/tests/test_core.py",
          "lib/tests/test_nanfunctions.py", "lib/tests/test_arraypad.py",
          "fft/tests/test_pocketfft.py"]
+QUICK_SUBSET = ["core/tests/test_regression.py", "core/tests/test_nditer.py",
+                "core/tests/test_einsum.py", "fft/tests/test_pocketfft.py"]
+
 # Test cases whose result depends on where the allocator puts an array, left out by pytest's
 # --deselect. NumPy 1.24 runs a ufunc's SIMD loop only when the output lies 64 bytes or more
 # from the input, its scalar loop otherwise, and the two can differ in the last bit: under
@@ -55,8 +58,6 @@ QUICK = ["core/tests/test_numeric.py", "core/tests/test_regression.py",
 DESELECT = ["ma/tests/test_core.py::TestMaskedArrayArithmetic::test_basic_ufuncs",
             "core/tests/test_function_base.py::TestLogspace::test_start_stop_array",
             "core/tests/test_mem_policy.py::test_new_policy"]
-QUICK_SUBSET = ["core/tests/test_regression.py", "core/tests/test_nditer.py",
-                "core/tests/test_einsum.py", "fft/tests/test_pocketfft.py"]
 
 
 class NumpySuite(Suite):
