@@ -782,6 +782,51 @@ static bool thin_pile(const fg_page_t *page, uint32_t used_before) {
   return (used_before - _fg_page_used(page)) * THIN_SHARE < atomic_load_explicit(&page->capacity, memory_order_relaxed);
 }
 
+/* A page behind the queue's first whose blocks in use have all come back from other threads
+ * (a page taken back from the woken list, whose blocks that thread finished freeing): taken
+ * before the first page's own pile, which the other thread may be freeing into right now.
+ * Allocating the blocks another thread frees as it frees them, a thread takes each block's
+ * line from the other's cache while that one writes the next, in piles too short for the
+ * prefetchers (perf: 84 % of malloc's samples on the load of the popped block's link, either
+ * way, but 5,872 samples of malloc in a slow run against 3,950 in a fast one). Only in a class
+ * that had its page ahead (page_ahead): 4 producers of random sizes beside 4 consumers, taking
+ * such pages first in every class, left the other pages' piles waiting: peak RSS 13.6 -> 16.1
+ * MB. WHOLE_LOOK pages at most. */
+#define WHOLE_LOOK 8
+static fg_page_t *whole_pile(const fg_page_queue_t *q) {
+  fg_page_t *page = q->first->next;
+  for (int n = 0; page != NULL && n < WHOLE_LOOK; page = page->next, n++) {
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    if (_fg_tf_top(tf) != NULL && !(tf & FG_TF_FULL) && _fg_tf_count(tf) == _fg_page_used(page)) return page;
+  }
+  return NULL;
+}
+
+/* A thread taking back blocks as fast as another frees them: a page ran dry, and what came
+ * back to it since is a thin pile, for the same class again and again. No page has had time to
+ * fill up with frees: one thread allocating 64 B blocks in batches of 1,000 that another frees,
+ * 4 batches out, carved 4,032 blocks for the 4,000 out. One whole page more, carved at once,
+ * lets it allocate from pages the other thread is done with (whole_pile) from then on. After
+ * CHASE_RUN thin piles in a row of one class, once a class in the heap's life: thin piles
+ * spread over classes (producers of random sizes, threads freeing a few of each other's
+ * blocks) carved pages ahead that ran no faster. Small classes only: a medium page carved whole
+ * commits up to 512 KiB. */
+#define CHASE_RUN 32
+static fg_page_t *page_ahead(fg_heap_t *heap, size_t c) {
+  if (_fg_class_kind(c) != FG_SEG_SMALL || heap->chased[c]) return NULL;
+  if (heap->chase_class != c) {
+    heap->chase_class = (uint32_t)c;
+    heap->chase_run = 0;
+  }
+  if (++heap->chase_run < CHASE_RUN) return NULL;
+  fg_page_t *page = page_fresh(heap, c, FG_SEG_SMALL);
+  if (page == NULL) return NULL;
+  heap->chased[c] = true;
+  while (_fg_page_extend(page)) {
+  }
+  return page;
+}
+
 /* A page of class c with a free block: the queue's pages in order, gathering their frees
  * and moving the exhausted ones to the full list; else more blocks carved from the first page
  * that has room; else a fresh page. Blocks freed on any page of the queue go out before new
@@ -791,17 +836,30 @@ static bool thin_pile(const fg_page_t *page, uint32_t used_before) {
  * live. Past the page with room (one at most: a fresh page starts only when none has), the
  * walk goes on to the pages behind it; each has a free block, which ends the walk, or is
  * exhausted and leaves for the full list, as a later walk would have moved it. A thin pile
- * (above) on the first page does not end the walk. */
+ * (above) on the first page does not end the walk. A class chased by another thread's frees
+ * gets its page ahead (page_ahead), and from then on a page whose blocks have all come back
+ * goes before the first page's pile (whole_pile). */
 static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   pages_wake(heap, TAKE_BACK_PAGES);
   fg_page_queue_t *q = &heap->queues[c];
   fg_page_t *page = q->first, *room = NULL, *thin = NULL;
+  if (page != NULL && heap->chased[c] && _fg_link_nil_plain(page->free)) {
+    fg_page_t *whole = whole_pile(q);
+    if (whole != NULL) {
+      _fg_page_collect(whole);
+      _fg_queue_remove(heap, q, whole);
+      _fg_queue_push_front(heap, q, whole);
+      return whole;
+    }
+  }
   while (page != NULL) {
     fg_page_t *next = page->next;
     bool dry = _fg_link_nil_plain(page->free);
     uint32_t used = _fg_page_used(page);
     _fg_page_collect(page);
     if (!_fg_link_nil_plain(page->free)) {
+      fg_page_t *ahead = dry && thin_pile(page, used) ? page_ahead(heap, c) : NULL;
+      if (ahead != NULL) return ahead;
       if (page != q->first || next == NULL || !dry || !thin_pile(page, used)) break;
       thin = page;
       page = next;

@@ -289,10 +289,14 @@ typedef struct fg_heap_s {
    * emptied, the most of late, in 128ths of a page (heap.c's page_take_empty keeps that much
    * of a page it takes over). */
   uint8_t extent[FG_CLASS_COUNT];
+  /* Thin piles of small classes in a row, all of class chase_class (heap.c's page_ahead), and
+   * the classes that had their page ahead. */
+  uint32_t chase_run, chase_class;
+  bool chased[FG_CLASS_COUNT];
   struct fg_heap_s *next_abandoned, *next_all;
   uint64_t sample_rng; /* the sampler's random state; 0 until its first interval is drawn */
   /* Large blocks this thread freed, kept for its own next requests without the process
-   * cache's lock. Last: a heap is 5.2 KiB, and what a thread writes then fits its first page
+   * cache's lock. Last: a heap is 5.3 KiB, and what a thread writes then fits its first page
    * (heap.c gives each heap its own pages); the buckets past it are those of blocks of more
    * than 1.5 GiB. */
   fg_large_cache_t large_cache;

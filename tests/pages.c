@@ -237,6 +237,49 @@ static void thin_pile_last(void) {
   for (size_t i = 0; i < m; i++) free(again[i]);
 }
 
+/* A thread taking back blocks as fast as another frees them gets one whole page ahead
+ * (heap.c's page_ahead): a page of 176 B blocks (a class no other case uses), run dry, gets
+ * back 2 blocks from another thread, again and again; within 64 such thin piles a malloc
+ * hands out a block of a page carved whole, and only once: the next 64 take the piles back. */
+static void chase_gets_a_page(void) {
+  enum { SIZE = 176, MAX = 1024, ROUNDS = 64 };
+  static void *p[MAX], *before[MAX];
+  size_t n = 0, held = 0;
+  for (p[0] = malloc(SIZE); held < MAX && (uintptr_t)p[0] % 65536 != 0; p[0] = malloc(SIZE))
+    before[held++] = p[0]; /* held to the end: the pages before stay full */
+  size_t cap = 65536 / malloc_usable_size(p[0]);
+  for (n = 1; n < cap && n < MAX; n++) p[n] = malloc(SIZE);
+  CHECKF(slot_of(p[n - 1]) == slot_of(p[0]), "chase: a page of %zu blocks, all handed out", cap);
+  uintptr_t home = slot_of(p[0]), ahead = 0;
+  size_t events = 0, at = 0, others = 0;
+  for (size_t r = 0; r < 2 * ROUNDS; r++) {
+    size_t k = r % (cap / 2) * 2;      /* 2 of the page's blocks */
+    free_elsewhere(&p[k], 2);          /* a thin pile on the dry page */
+    for (size_t i = k; i < k + 2; i++) { /* taken back */
+      p[i] = malloc(SIZE);
+      uintptr_t s = slot_of(p[i]);
+      if (s != home && ahead == 0) {
+        ahead = s;
+        at = r + 1;
+      }
+      others += s != home && s != ahead;
+    }
+    events++;
+    if (ahead != 0 && r + 1 == at) { /* the page ahead's blocks handed out, so the page runs dry again */
+      static void *rest[MAX];
+      size_t m = 0;
+      while (m < MAX && (m == 0 || slot_of(rest[m - 1]) == ahead)) rest[m++] = malloc(SIZE);
+      CHECKF(m > cap / 2, "chase: the page ahead was carved whole (%zu blocks on it)", m - 1);
+      for (size_t i = 0; i < m; i++) free(rest[i]);
+    }
+  }
+  check_note("chase: %zu thin piles; a page ahead after %zu of them; %zu blocks on a third page", events, at, others);
+  CHECKF(ahead != 0 && at <= ROUNDS, "chase: a page ahead within %d thin piles (after %zu)", ROUNDS, at);
+  CHECKF(others == 0, "chase: one page ahead, not more (%zu blocks elsewhere)", others);
+  for (size_t i = 0; i < cap; i++) free(p[i]);
+  for (size_t i = 0; i < held; i++) free(before[i]);
+}
+
 /* OS pages resident in [p, p + len) (mincore). */
 static size_t resident_pages(const void *p, size_t len) {
   unsigned char vec[64];
@@ -518,6 +561,7 @@ int main(void) {
   medium_gives_back(); /* no other medium class has an empty page to take */
   frees_before_carving();
   thin_pile_last();
+  chase_gets_a_page();
   kind("small", 1000, 1100, 2048 * KIB, true);       /* 64 KiB pages */
   kind("medium", 20 * KIB, 23 * KIB, 4000 * KIB, true); /* 512 KiB pages, 8 of them carved whole */
   kind("single", 100 * KIB, 115 * KIB, 3072 * KIB, true); /* one page a segment */
