@@ -827,6 +827,15 @@ static fg_page_t *page_ahead(fg_heap_t *heap, size_t c) {
   return page;
 }
 
+/* The page malloc allocates from: first in its queue. */
+static fg_page_t *queue_front(fg_heap_t *heap, fg_page_queue_t *q, fg_page_t *page) {
+  if (page != q->first) {
+    _fg_queue_remove(heap, q, page);
+    _fg_queue_push_front(heap, q, page);
+  }
+  return page;
+}
+
 /* A page of class c with a free block: the queue's pages in order, gathering their frees
  * and moving the exhausted ones to the full list; else more blocks carved from the first page
  * that has room; else a fresh page. Blocks freed on any page of the queue go out before new
@@ -843,14 +852,10 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
   pages_wake(heap, TAKE_BACK_PAGES);
   fg_page_queue_t *q = &heap->queues[c];
   fg_page_t *page = q->first, *room = NULL, *thin = NULL;
-  if (page != NULL && heap->chased[c] && _fg_link_nil_plain(page->free)) {
-    fg_page_t *whole = whole_pile(q);
-    if (whole != NULL) {
-      _fg_page_collect(whole);
-      _fg_queue_remove(heap, q, whole);
-      _fg_queue_push_front(heap, q, whole);
-      return whole;
-    }
+  fg_page_t *whole = page != NULL && heap->chased[c] && _fg_link_nil_plain(page->free) ? whole_pile(q) : NULL;
+  if (whole != NULL) {
+    _fg_page_collect(whole);
+    return queue_front(heap, q, whole);
   }
   while (page != NULL) {
     fg_page_t *next = page->next;
@@ -858,9 +863,10 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     uint32_t used = _fg_page_used(page);
     _fg_page_collect(page);
     if (!_fg_link_nil_plain(page->free)) {
-      fg_page_t *ahead = dry && thin_pile(page, used) ? page_ahead(heap, c) : NULL;
+      bool thinned = dry && thin_pile(page, used);
+      fg_page_t *ahead = thinned ? page_ahead(heap, c) : NULL;
       if (ahead != NULL) return ahead;
-      if (page != q->first || next == NULL || !dry || !thin_pile(page, used)) break;
+      if (page != q->first || next == NULL || !thinned) break;
       thin = page;
       page = next;
       continue;
@@ -882,11 +888,7 @@ static fg_page_t *page_find(fg_heap_t *heap, size_t c) {
     }
     page = room;
   }
-  if (page != q->first) {
-    _fg_queue_remove(heap, q, page);
-    _fg_queue_push_front(heap, q, page);
-  }
-  return page;
+  return queue_front(heap, q, page);
 }
 
 void *_fg_heap_alloc_slow(fg_heap_t *heap, size_t size) {
