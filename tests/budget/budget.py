@@ -38,6 +38,10 @@ def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:
     mode, ledger = mode.removesuffix(LEDGER), mode.endswith(LEDGER)
     if ledger:
         env["FRUGAL_STATS"] = "1"
+        # The ledger samples its peaks every 100 ms of the clock (stats.c): how many samples
+        # fall in a run depends on the machine's speed, not on the code. One sample an hour
+        # leaves the first, which both runs have.
+        env["FRUGAL_STATS_INTERVAL_MS"] = "3600000"
     env["FRUGAL_PURGE_THREAD"] = "0"  # its passes depend on the clock, not on the workload
     # A guarded allocation (one in 500,000 by default) costs thousands of instructions and
     # falls in the measured window or not: the fast path is counted without them (their cost
