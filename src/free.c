@@ -289,7 +289,7 @@ static inline void free_ours(void *p, unsigned page_shift, bool sized, size_t si
 
 void _fg_free_plain_block(fg_page_t *page, void *p) {
   if (fg_likely(page->heap == _fg_heap()))
-    push_hooked_free(page, p, p);
+    push_local(page, p, false, true, 0); /* a plain page: key 0, not secure mode's */
   else
     free_remote(_fg_segment_of(p), page, p, false);
 }
