@@ -144,7 +144,7 @@ static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(
 /* A plain or ledger page's countdown ran out (sample.c): a sampled block in place of b,
  * which goes back on its page, or b (the ledger's, counted). */
 static fg_noinline void *malloc_page_tripped(size_t size, fg_page_t *page, fg_block_t *b) {
-  void *s = _fg_sample_page(page, size);
+  void *s = _fg_sample_page(page, size, 0);
   if (s != NULL) {
     untake(page, b);
     return s;
@@ -400,7 +400,7 @@ fg_warm void *_fg_memalign_raw(size_t align, size_t size) {
   return _fg_large_alloc(size, align, false);
 }
 
-static void *malloc_aligned(size_t align, size_t size) {
+static fg_noinline void *malloc_aligned(size_t align, size_t size) {
   void *q = sampled(size, align, false);
   if (q != NULL) return q;
   if (fg_likely(!_fg_hooked())) return _fg_memalign_raw(align, size);
@@ -413,32 +413,73 @@ static void *malloc_aligned(size_t align, size_t size) {
   return p;
 }
 
-fg_export fg_warm void *fg_aligned_alloc(size_t align, size_t size) {
+/* A page's countdown ran out under an aligned allocation: as malloc_page_tripped, the sample
+ * aligned too. */
+static fg_noinline void *aligned_tripped(size_t align, size_t size, fg_page_t *page, fg_block_t *b) {
+  void *s = _fg_sample_page(page, size, align);
+  if (s == NULL) return b;
+  untake(page, b);
+  return s;
+}
+
+/* A size and alignment (a power of two) whose rounded size is a class of a small page, of a
+ * size the alignment divides: malloc's pop and countdown, as fg_malloc's fast path has them,
+ * since that class's blocks are aligned (see _fg_memalign_raw). The rest go to `slow`. Not
+ * while hooked: no page is then the ledger's or secure mode's. The general way took 133
+ * instructions an aligned_alloc/free pair of 64 B at 64 (tcmalloc 102; malloc and free 68) and
+ * 188 a posix_memalign/free pair of 4 KiB at 4 KiB (tcmalloc 128), in frames and tests of its
+ * own. Tail calls only, as in malloc's fast path. */
+static inline void *aligned_fast(size_t align, size_t size, void *(*slow)(size_t, size_t)) {
+  if (fg_likely(size <= FG_SMALL_MAX && align <= FG_OS_PAGE) && fg_likely(!_fg_hooked())) {
+    size_t n = fg_align_up(size == 0 ? 1 : size, align);
+    fg_heap_t *heap = _fg_heap();
+    fg_page_t *page;
+    if (fg_likely(n <= FG_DIRECT_MAX)) { /* up to 1 KiB every class the alignment divides: see above */
+      page = heap->direct[(n + 7) >> 3];
+    } else {
+      size_t c = _fg_class_of(n);
+      if ((_fg_class_size(c) & (align - 1)) != 0 || (page = heap->queues[c].first) == NULL) /* n <= 8 KiB */
+        return slow(align, size);
+    }
+    if (fg_likely(!_fg_link_nil_plain(page->free))) {
+      void *b = take(page, true); /* key 0: not secure mode's page */
+      if (fg_unlikely(_fg_page_charge(page))) return aligned_tripped(align, size, page, b);
+      return b;
+    }
+  }
+  return slow(align, size);
+}
+
+fg_export void *fg_aligned_alloc(size_t align, size_t size) {
   if (!fg_is_pow2(align)) { /* glibc >= 2.38: alignment 0 or not a power of two */
     errno = EINVAL;
     return NULL;
   }
-  return malloc_aligned(align, size);
+  return aligned_fast(align, size, malloc_aligned);
 }
 
-fg_export fg_warm void *fg_memalign(size_t align, size_t size) {
+fg_export void *fg_memalign(size_t align, size_t size) {
   if (align > ((size_t)1 << 62)) { /* absurd: cannot be rounded to a power of two */
     errno = EINVAL;
     return NULL;
   }
   if (align < 8) align = 8;
   if (!fg_is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* round up */
-  return malloc_aligned(align, size);
+  return aligned_fast(align, size, malloc_aligned);
 }
 
-fg_export fg_warm int fg_posix_memalign(void **out, size_t align, size_t size) {
-  if (align < sizeof(void *) || !fg_is_pow2(align)) return EINVAL;
+/* posix_memalign's general way: errno as it was, whatever happens. */
+static fg_noinline void *malloc_aligned_quiet(size_t align, size_t size) {
   int saved = errno;
   void *p = malloc_aligned(align, size);
-  if (p == NULL) {
-    errno = saved;
-    return ENOMEM;
-  }
+  if (p == NULL) errno = saved;
+  return p;
+}
+
+fg_export int fg_posix_memalign(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || !fg_is_pow2(align)) return EINVAL;
+  void *p = aligned_fast(align, size, malloc_aligned_quiet);
+  if (fg_unlikely(p == NULL)) return ENOMEM;
   *out = p;
   return 0;
 }

@@ -592,8 +592,9 @@ due:
 }
 void _fg_sample_page_init(fg_page_t *page); /* the countdown of a page starting in a class */
 /* A page's countdown ran out (a plain page's or the ledger's): sets the next; a sampled
- * allocation of `size` to serve in place of the block popped, or NULL. */
-void *_fg_sample_page(fg_page_t *page, size_t size);
+ * allocation of `size` (aligned to `align`: 0 for malloc's own) to serve in place of the
+ * block popped, or NULL. */
+void *_fg_sample_page(fg_page_t *page, size_t size, size_t align);
 void _fg_sample_free(fg_segment_t *s); /* the large block s was a sample */
 void _fg_sample_lock_all(bool lock);   /* fork: the sampler's, stack table's and guard's locks */
 

@@ -259,13 +259,13 @@ void _fg_sample_page_init(fg_page_t *page) {
   }
 }
 
-void *_fg_sample_page(fg_page_t *page, size_t size) {
+void *_fg_sample_page(fg_page_t *page, size_t size, size_t align) {
   fg_heap_t *heap = page->heap;
   bool tripped = !page->sample_clamped;
   page_left_set(heap, page);
   if (!tripped) return NULL;
   if (ledger_trips) _fg_ledger_sample();
-  return trip_mean != 0 ? trip(heap, size, page->block_size, 0, false) : NULL;
+  return trip_mean != 0 ? trip(heap, size, page->block_size, align, false) : NULL;
 }
 
 /* A trip: a profile sample, a guarded block, or nothing (NULL: the plain block). `charged`:

@@ -33,8 +33,9 @@ static size_t plain_usable(size_t size) {
   return u;
 }
 
-/* n blocks of `size` from `how` (0 malloc, 1 calloc, 2 realloc from NULL then grown): how many
- * came out sampled; every block is checked (zeroed when calloc'd, content kept by realloc). */
+/* n blocks of `size` from `how` (0 malloc, 1 calloc, 2 realloc from NULL then grown, 3
+ * aligned_alloc at 64 B, 4 posix_memalign at 128 B): how many came out sampled; every block is
+ * checked (zeroed when calloc'd, content kept by realloc, aligned as asked). */
 static size_t run(size_t n, size_t size, int how) {
   size_t sampled = 0, bad = 0;
   for (size_t i = 0; i < n; i++) {
@@ -47,6 +48,13 @@ static size_t run(size_t n, size_t size, int how) {
       memset(p, 0x5a, size / 2);
       p = realloc(p, size);
       for (size_t k = 0; k < size / 2; k++) bad += p[k] != 0x5a;
+    } else if (how == 3) {
+      p = aligned_alloc(64, size);
+      bad += ((uintptr_t)p & 63) != 0;
+    } else if (how == 4) {
+      void *q = NULL;
+      bad += posix_memalign(&q, 128, size) != 0 || ((uintptr_t)q & 127) != 0;
+      p = q;
     } else {
       p = malloc(size);
     }
@@ -55,8 +63,8 @@ static size_t run(size_t n, size_t size, int how) {
     blocks[i] = p;
   }
   for (size_t i = 0; i < n; i++) free(blocks[i]);
-  CHECKF(bad == 0, "%s of %zu blocks of %zu B: contents as expected", how == 1 ? "calloc" : how == 2 ? "realloc" : "malloc",
-         n, size);
+  static const char *const names[] = {"malloc", "calloc", "realloc", "aligned_alloc", "posix_memalign"};
+  CHECKF(bad == 0, "%s of %zu blocks of %zu B: contents and alignment as expected", names[how], n, size);
   return sampled;
 }
 
@@ -65,7 +73,7 @@ int main(int argc, char **argv) {
   struct {
     size_t size;
     int how;
-  } cases[] = {{64, 0}, {24, 0}, {1000, 0}, {64, 1}, {256, 2}};
+  } cases[] = {{64, 0}, {24, 0}, {1000, 0}, {64, 1}, {256, 2}, {64, 3}, {256, 4}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     size_t size = cases[c].size, n = N;
     size_t sampled = run(n, size, cases[c].how);
@@ -73,9 +81,10 @@ int main(int argc, char **argv) {
      * allocation counts 64 bytes more: FG_SAMPLE_CHARGE), where malloc's fast path counts
      * its block's class size (its page counts blocks: sample.c) and the rest their request
      * (malloc's slow path, a block in 64 here, too). A realloc that grows a small block
-     * moves it, into a sample of its own or out of one: the last call decides. The count is
+     * moves it, into a sample of its own or out of one: the last call decides. Aligned calls of
+     * a class the alignment divides take malloc's fast path and count as malloc. The count is
      * Poisson: 5 standard deviations either way. */
-    double counted = cases[c].how == 0 ? (double)plain_usable(size) : (double)size;
+    double counted = cases[c].how == 0 || cases[c].how >= 3 ? (double)plain_usable(size) : (double)size;
     double expect = (double)n * (1 - exp(-(counted + 64) / MEAN)), sd = sqrt(expect);
     check_note("%zu B (way %d): %zu sampled, %.0f expected", size, cases[c].how, sampled, expect);
     if (on)

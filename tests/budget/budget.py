@@ -26,7 +26,8 @@ N = 100000
 COUNT = {"thread": 200}  # operations per run where N would be slow
 WHAT = {"pair": "malloc+free pair", "held": "malloc+free pair, page kept in use", "list": "linked-list node built and freed",
         "sized": "malloc+free_sized pair", "new": "operator new+sized delete pair",
-        "usable": "malloc_usable_size call", "thread": "thread started, run and joined"}
+        "usable": "malloc_usable_size call", "thread": "thread started, run and joined",
+        "aligned": "aligned_alloc+free pair at its size's alignment", "memalign": "posix_memalign+free pair at its size's alignment"}
 
 
 def profile(binary: str, lib: str, n: int, size: int, mode: str) -> tuple:

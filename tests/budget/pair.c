@@ -12,6 +12,9 @@
  *   new N SIZE     N operator new / sized operator delete pairs, held: the way every C++14
  *                  program compiled by gcc allocates;
  *   usable N SIZE  N malloc_usable_size calls on one live block;
+ *   aligned N SIZE N aligned_alloc/free pairs at an alignment of SIZE, held (C++17's aligned
+ *                  new, SIMD buffers);
+ *   memalign N SIZE the same with posix_memalign;
  *   thread N SIZE  N threads started and joined one after another, each allocating and
  *                  freeing 4 blocks of SIZE: a thread's first malloc (its heap and first
  *                  page, or its adopted heap) and its exit (heap abandoned), pthread's own work
@@ -93,6 +96,17 @@ int main(int argc, char **argv) {
       pthread_t t;
       if (pthread_create(&t, NULL, thread_body, &size) != 0 || pthread_join(t, NULL) != 0) return 1;
     }
+    return 0;
+  }
+  if (strcmp(mode, "aligned") == 0 || strcmp(mode, "memalign") == 0) {
+    for (long i = 0; i < n; i++) {
+      void *q = NULL;
+      if (mode[0] == 'a') q = aligned_alloc(size, size);
+      else if (posix_memalign(&q, size, size) != 0) return 1;
+      sink = q;
+      free(q);
+    }
+    free(held);
     return 0;
   }
   if (strcmp(mode, "usable") == 0) {
