@@ -125,7 +125,20 @@ static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
   p = _fg_heap_alloc_slow(heap, size);
   return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
+static void *malloc_page_tripped(size_t size, fg_page_t *page, fg_block_t *b);
+/* Over 1 KiB, where the direct table ends: the class's first page, popped as malloc's fast
+ * path pops (its countdown charged). The rest, and a heap not started yet, the general way,
+ * with the heap's countdown. A malloc/free pair of 4 KiB: 119 instructions the general way,
+ * 107 this way (up to 1 KiB: 85; tcmalloc 80: tests/budget). */
 static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
+  if (fg_likely(size <= FG_CLASS_MAX) && fg_likely(!_fg_hooked())) {
+    fg_page_t *page = heap->queues[_fg_class_of(size)].first;
+    if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) {
+      void *b = take(page, true); /* not hooked: key 0 */
+      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, page, b);
+      return b;
+    }
+  }
   void *p = sampled(size, 0, false);
   if (fg_unlikely(p != NULL)) return p;
   heap = _fg_heap();

@@ -19,7 +19,7 @@ static void *blocks[N];
 
 /* A sampled block lies in the first page of its segment, behind the large block's header; a
  * small block lies past its segment's header and page table (8 KiB in). */
-static int is_sampled(void *p, size_t size) { return ((uintptr_t)p & ((4u << 20) - 1)) < 4096 && size <= 1024; }
+static int is_sampled(void *p, size_t size) { return ((uintptr_t)p & ((4u << 20) - 1)) < 4096 && size <= 8192; }
 
 /* The class size malloc gives a plain block of `size` (the usable size a sample must show). */
 static size_t plain_usable(size_t size) {
@@ -73,9 +73,9 @@ int main(int argc, char **argv) {
   struct {
     size_t size;
     int how;
-  } cases[] = {{64, 0}, {24, 0}, {1000, 0}, {64, 1}, {256, 2}, {64, 3}, {256, 4}};
+  } cases[] = {{64, 0}, {24, 0}, {1000, 0}, {4096, 0}, {64, 1}, {256, 2}, {64, 3}, {256, 4}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-    size_t size = cases[c].size, n = N;
+    size_t size = cases[c].size, n = size > 1024 ? N / 16 : N; /* 50 MB of 4 KiB blocks at once */
     size_t sampled = run(n, size, cases[c].how);
     /* A block of s bytes holds a sample point with probability 1 - exp(-(s + 64)/T) (each
      * allocation counts 64 bytes more: FG_SAMPLE_CHARGE), where malloc's fast path counts
