@@ -125,7 +125,7 @@ static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
   p = _fg_heap_alloc_slow(heap, size);
   return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
-static void *malloc_page_tripped(size_t size, fg_page_t *page, fg_block_t *b);
+static void *malloc_page_tripped(size_t size, size_t align, fg_page_t *page, fg_block_t *b);
 static fg_noinline void *malloc_big_slow(size_t size) {
   void *p = sampled(size, 0, false);
   if (fg_unlikely(p != NULL)) return p;
@@ -143,7 +143,7 @@ static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
     if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) {
       void *b = take(page, true); /* not hooked: key 0 */
-      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, page, b);
+      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, 0, page, b);
       return b;
     }
   }
@@ -157,10 +157,11 @@ static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(
   return fg_likely(p != NULL) ? p : failed(size);
 }
 
-/* A plain or ledger page's countdown ran out (sample.c): a sampled block in place of b,
- * which goes back on its page, or b (the ledger's, counted). */
-static fg_noinline void *malloc_page_tripped(size_t size, fg_page_t *page, fg_block_t *b) {
-  void *s = _fg_sample_page(page, size, 0);
+/* A plain or ledger page's countdown ran out (sample.c): a sampled block (aligned to `align`:
+ * 0 for malloc's own) in place of b, which goes back on its page, or b (the ledger's,
+ * counted). */
+static fg_noinline void *malloc_page_tripped(size_t size, size_t align, fg_page_t *page, fg_block_t *b) {
+  void *s = _fg_sample_page(page, size, align);
   if (s != NULL) {
     untake(page, b);
     return s;
@@ -175,7 +176,7 @@ static fg_noinline void *malloc_tripped(size_t size, fg_page_t *page, fg_block_t
     page->sample_left = FG_LEFT_SECURE;
     return _fg_secure_popped(page, b, size);
   }
-  return malloc_page_tripped(size, page, b);
+  return malloc_page_tripped(size, 0, page, b);
 }
 
 /* fg_malloc, and operator new when `failed` is not NULL: one fast path for both, so that
@@ -429,15 +430,6 @@ static fg_noinline void *malloc_aligned(size_t align, size_t size) {
   return p;
 }
 
-/* A page's countdown ran out under an aligned allocation: as malloc_page_tripped, the sample
- * aligned too. */
-static fg_noinline void *aligned_tripped(size_t align, size_t size, fg_page_t *page, fg_block_t *b) {
-  void *s = _fg_sample_page(page, size, align);
-  if (s == NULL) return b;
-  untake(page, b);
-  return s;
-}
-
 /* A size and alignment (a power of two) whose rounded size is a class of a small page, of a
  * size the alignment divides: malloc's pop and countdown, as fg_malloc's fast path has them,
  * since that class's blocks are aligned (see _fg_memalign_raw). The rest go to `slow`. Not
@@ -459,7 +451,7 @@ static inline void *aligned_fast(size_t align, size_t size, void *(*slow)(size_t
     }
     if (fg_likely(!_fg_link_nil_plain(page->free))) {
       void *b = take(page, true); /* key 0: not secure mode's page */
-      if (fg_unlikely(_fg_page_charge(page))) return aligned_tripped(align, size, page, b);
+      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, align, page, b);
       return b;
     }
   }
