@@ -125,7 +125,14 @@ static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
   p = _fg_heap_alloc_slow(heap, size);
   return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
-static void *malloc_page_tripped(size_t size, size_t align, fg_page_t *page, fg_block_t *b);
+static void *malloc_page_tripped(size_t align, size_t size, fg_page_t *page, fg_block_t *b);
+/* A block of a page of key 0 (nothing hooked: no secure mode's page, no ledger's), its
+ * countdown charged as malloc's fast path charges it: the paths past the direct table. */
+static inline void *pop_charged(fg_page_t *page, size_t align, size_t size) {
+  void *b = take(page, true);
+  if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(align, size, page, b);
+  return b;
+}
 static fg_noinline void *malloc_big_slow(size_t size) {
   void *p = sampled(size, 0, false);
   if (fg_unlikely(p != NULL)) return p;
@@ -141,11 +148,7 @@ static fg_noinline void *malloc_big_slow(size_t size) {
 static fg_noinline void *malloc_big(size_t size, fg_heap_t *heap) {
   if (fg_likely(size <= FG_CLASS_MAX) && fg_likely(!_fg_hooked())) {
     fg_page_t *page = heap->queues[_fg_class_of(size)].first;
-    if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) {
-      void *b = take(page, true); /* not hooked: key 0 */
-      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, 0, page, b);
-      return b;
-    }
+    if (fg_likely(page != NULL && !_fg_link_nil_plain(page->free))) return pop_charged(page, 0, size);
   }
   return malloc_big_slow(size);
 }
@@ -160,7 +163,7 @@ static fg_noinline void *new_miss(size_t size, fg_heap_t *heap, void *(*failed)(
 /* A plain or ledger page's countdown ran out (sample.c): a sampled block (aligned to `align`:
  * 0 for malloc's own) in place of b, which goes back on its page, or b (the ledger's,
  * counted). */
-static fg_noinline void *malloc_page_tripped(size_t size, size_t align, fg_page_t *page, fg_block_t *b) {
+static fg_noinline void *malloc_page_tripped(size_t align, size_t size, fg_page_t *page, fg_block_t *b) {
   void *s = _fg_sample_page(page, size, align);
   if (s != NULL) {
     untake(page, b);
@@ -176,7 +179,7 @@ static fg_noinline void *malloc_tripped(size_t size, fg_page_t *page, fg_block_t
     page->sample_left = FG_LEFT_SECURE;
     return _fg_secure_popped(page, b, size);
   }
-  return malloc_page_tripped(size, 0, page, b);
+  return malloc_page_tripped(0, size, page, b);
 }
 
 /* fg_malloc, and operator new when `failed` is not NULL: one fast path for both, so that
@@ -449,11 +452,7 @@ static inline void *aligned_fast(size_t align, size_t size, void *(*slow)(size_t
       if ((_fg_class_size(c) & (align - 1)) != 0 || (page = heap->queues[c].first) == NULL) /* n <= 8 KiB */
         return slow(align, size);
     }
-    if (fg_likely(!_fg_link_nil_plain(page->free))) {
-      void *b = take(page, true); /* key 0: not secure mode's page */
-      if (fg_unlikely(_fg_page_charge(page))) return malloc_page_tripped(size, align, page, b);
-      return b;
-    }
+    if (fg_likely(!_fg_link_nil_plain(page->free))) return pop_charged(page, align, size);
   }
   return slow(align, size);
 }
