@@ -30,7 +30,7 @@ RSS_LIMIT = 4 << 30
 
 class Suite:
     def __init__(self, name, dirname, package, guard_every, full, quick, quick_subset,
-                 exclude=(), why=""):
+                 exclude=(), skip_cases=None, why=""):
         self.NAME = name
         self.dirname = dirname
         self.PACKAGE = package
@@ -39,6 +39,7 @@ class Suite:
         self.quick = quick
         self.quick_subset = quick_subset
         self.exclude = set(exclude)
+        self.skip_cases = skip_cases or {}   # test -> case paths its GLib runner skips (-s)
         self.why = why
 
     # -- what there is --------------------------------------------------------------------
@@ -72,7 +73,8 @@ class Suite:
     def command(self, test):
         cp = configparser.ConfigParser(interpolation=None)
         cp.read(self.test_files()[test])
-        return shlex.split(cp["Test"]["Exec"])
+        skips = [a for case in self.skip_cases.get(test, ()) for a in ("-s", case)]
+        return shlex.split(cp["Test"]["Exec"]) + skips
 
     # -- running ----------------------------------------------------------------------------
     def run_one(self, test, env, outdir, label, timeout):
@@ -274,6 +276,13 @@ LIBSOUP = Suite(
     full=None,
     exclude=["auth-test", "connection-test", "multithread-test", "proxy-test", "range-test",
              "server-test", "ssl-test", "timeout-test"],
+    # http2-test's first case sends 100 requests on one HTTP/2 connection to a handler that
+    # answers after a delay; now and then one of them never gets its answer and the case
+    # fails after the session's 60 s I/O timeout ("Socket I/O timed out"), under glibc too:
+    # whole program run 2 at a time beside 2 busy loops, glibc 1 of 70, frugal with dense
+    # guards 2 of 70 (libsoup's own CI skips the case under ASan as flaky). The other 31
+    # cases run.
+    skip_cases={"http2-test": ["/http2/connections"]},
     # Quick: all but those and the two slowest (28 s of the 45; hsts-test mostly waits for
     # policies to expire).
     quick=["brotli-decompressor-test", "cache-test", "chunk-io-test", "coding-test",
