@@ -4,7 +4,11 @@
  *
  *   mode (FG_MODE_*)        fg_malloc, fg_free              every other entry point    samples
  *   none                    fast paths                      plain                      guards
- *   LEDGER + LEDGER_FAST    fast paths, counted inline      the hooks: ledger          profile
+ *   LEDGER + LEDGER_FAST    fast paths, counted inline      a block popped from a      profile
+ *                                                           page counted inline (the
+ *                                                           aligned calls, calloc,
+ *                                                           realloc's new block); the
+ *                                                           rest the hooks: ledger
  *   LEDGER (leak stacks)    the hooks: ledger               the hooks: ledger          none
  *   SECURE + SECURE_FAST    malloc: fast path, the block    the hooks: secure          none
  *                           armed out of line; free: hooked

@@ -115,6 +115,9 @@ static inline bool _fg_ledger_active(void) { return (_fg_mode & FG_MODE_LEDGER) 
 static inline bool _fg_ledger_fast(void) { return (_fg_mode & FG_MODE_LEDGER_FAST) != 0; }
 static inline bool _fg_hooked(void) { return (_fg_mode & FG_MODE_HOOKED) != 0; }
 static inline bool _fg_hooked_all(void) { return (_fg_mode & FG_MODE_HOOKED_ALL) != 0; }
+/* Secure mode or every call hooked: a page's blocks are not to be popped as malloc's fast path
+ * pops them (the inline ledger's are: its pages count them in the cold block). */
+static inline bool _fg_pages_hooked(void) { return (_fg_mode & (FG_MODE_SECURE | FG_MODE_HOOKED_ALL)) != 0; }
 /* Every free hooked: the segment map's bytes carry FG_SEGMAP_HOOKED. */
 static inline bool _fg_free_hooked(void) { return (_fg_mode & (FG_MODE_HOOKED_ALL | FG_MODE_SECURE_FAST)) != 0; }
 fg_noreturn fg_cold void _fg_misuse(const char *what, const void *p);
@@ -613,7 +616,8 @@ void _fg_stats_start(void); /* from the library constructor: loads the unwinder 
 void _fg_ledger_alloc(void *p, size_t size);
 size_t _fg_ledger_free(void *p); /* returns the block's requested size (0: unknown) */
 /* With FG_MODE_LEDGER_FAST, fg_malloc and fg_free count inline (their pages carry side arrays
- * from the start); the other entry points take the hooks. */
+ * from the start), and so do the other entry points for a block they pop from a page
+ * (alloc.c); the rest of their ways take the hooks. */
 void _fg_ledger_sample(void); /* peaks and timeline, when due: sample.c's countdown calls it */
 
 /* The ledger row of page's class in heap's ledger. */
@@ -621,10 +625,11 @@ static inline _Atomic(uint64_t) *_fg_ledger_row(fg_heap_t *heap, const fg_page_t
   return (_Atomic(uint64_t) *)((uintptr_t)heap + page->ledger_row);
 }
 
-/* Count block b of `page`, handed out for `size` (not 0), into heap's ledger: the block's
- * side-array entry and two adds. stats.c derives the rest when merging: the handed-out bytes
- * (class size times count) and the histogram (a request of class c falls in bucket c + 1;
- * the hooks count the others as corrections). The sampler's countdown, which every
+/* Count block b of `page`, handed out for `size` (0 only where _fg_ledger_rebucket follows),
+ * into heap's ledger: the block's side-array entry and two adds. stats.c derives the rest
+ * when merging: the handed-out bytes (class size times count) and the histogram (a request of
+ * class c falls in bucket c + 1; the hooks and _fg_ledger_rebucket count the others as
+ * corrections). The sampler's countdown, which every
  * allocation runs anyway, says when to look at the clock for peaks (sample.c). */
 static inline void _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void *b, size_t size) {
   page->requested[_fg_block_index(page, (uintptr_t)b - (uintptr_t)page->start)] = (uint32_t)size + 1;
@@ -632,6 +637,12 @@ static inline void _fg_ledger_count_alloc(fg_heap_t *heap, fg_page_t *page, void
   _fg_bump(&row[FG_F_allocations], 1);
   _fg_bump(&row[FG_F_bytes_requested], size);
 }
+
+/* Block b of page, counted by _fg_ledger_count_alloc for a request of `size` whose histogram
+ * bucket may not be the page's class + 1 (an aligned request from a larger class, or 0):
+ * moves the count to its bucket. Returns b, for a tail call (a call that returns cost the
+ * aligned calls' fast path a frame). */
+void *_fg_ledger_rebucket(const fg_page_t *page, size_t size, void *b);
 
 /* Count the free of block idx of `page` into heap's ledger. The entry stays as it is: the
  * block's next hand-out records it again before anything reads it (page.c's

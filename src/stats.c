@@ -204,6 +204,16 @@ fg_rare void _fg_ledger_alloc(void *p, size_t size) {
   if (leaks_on) leak_record(p, size);
 }
 
+fg_rare void *_fg_ledger_rebucket(const fg_page_t *page, size_t size, void *b) {
+  size_t bucket = bucket_of(size), own = (size_t)page->class_idx + 1u;
+  if (bucket != own) {
+    fg_ledger_t *l = _fg_heap_ledger(page->heap);
+    _fg_bump(&l->histogram[bucket], 1);
+    _fg_bump(&l->histogram[own], (uint64_t)-1);
+  }
+  return b;
+}
+
 fg_rare size_t _fg_ledger_free(void *p) {
   block_loc_t loc;
   if (p == NULL || !locate(p, &loc, false)) return 0;
