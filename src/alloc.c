@@ -126,10 +126,18 @@ static fg_noinline void *malloc_small_miss(size_t size, fg_heap_t *heap) {
   return fg_likely(p != NULL) ? p : malloc_unpaged(size);
 }
 static void *malloc_page_tripped(size_t align, size_t size, fg_page_t *page, fg_block_t *b);
+/* A block handed out while frugal allocates for itself (glibc's thread descriptor for the
+ * purger thread, from calloc): the hooks leave it uncounted at both ends, as stats.c's
+ * _fg_ledger_alloc says. Returns b, for a tail call. */
+static fg_noinline fg_rare void *uncounted(void *b, size_t size) {
+  _fg_ledger_alloc(b, size);
+  return b;
+}
 /* Count block b of a ledger page, popped for `size` and aligned to `align` (0: malloc's own).
  * An aligned request that its alignment does not divide (or of 0) may be of a smaller class
  * than the page's: its histogram bucket is then set right. */
 static inline void *counted(size_t align, size_t size, fg_page_t *page, fg_block_t *b) {
+  if (fg_unlikely(_fg_own_doing())) return uncounted(b, size);
   _fg_ledger_count_alloc(page->heap, page, b, size);
   if (align != 0 && fg_unlikely((size & (align - 1)) != 0 || size == 0)) return _fg_ledger_rebucket(page, size, b);
   return b;
@@ -281,12 +289,14 @@ void *_fg_calloc_raw(size_t count, size_t size) {
 
 /* The inline ledger's block for calloc (FG_MODE_LEDGER_FAST), counted as malloc's fast path
  * counts it, its page's countdown not charged (fg_calloc's own ran for it, as for
- * _fg_calloc_raw's). NULL: none at hand (or a request of 0), take the hooks. calloc/free of
+ * _fg_calloc_raw's). NULL: none at hand (or a request of 0, or frugal's own: see uncounted),
+ * take the hooks. calloc/free of
  * 64 B took 295 instructions by the hooks, 112 with the ledger off. */
 static inline void *pop_counted(size_t size) {
   fg_heap_t *heap = _fg_heap();
   fg_page_t *page = size <= FG_DIRECT_MAX ? heap->direct[(size + 7) >> 3] : heap->queues[_fg_class_of(size)].first;
-  if (size == 0 || page == NULL || _fg_link_nil_plain(page->free) || !(page->used & FG_USED_LEDGER)) return NULL;
+  if (size == 0 || page == NULL || _fg_link_nil_plain(page->free) || !(page->used & FG_USED_LEDGER) || _fg_own_doing())
+    return NULL;
   void *b = page_pop_plain(page); /* the inline ledger's pages have key 0 */
   _fg_ledger_count_alloc(heap, page, b, size);
   return b;
